@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class JeevesConfig(AppConfig):
+    name = "jeeves"
+    verbose_name = "Jeeves"

@@ -1,0 +1,107 @@
+"""The Celery app: queues declared with kombu, routes by module, safe delivery defaults, beat."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from celery import Celery
+from celery.schedules import crontab
+from kombu import Exchange
+from kombu import Queue as KombuQueue
+
+from jeeves.queues import TIME_LIMITS, Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
+
+app = Celery("jeeves")
+
+try:
+    app.config_from_object("django.conf:settings", namespace="CELERY")
+    from django.conf import settings
+
+    settings.JEEVES  # noqa: B018 - force the settings import so a bad variable stops start-up here
+except Exception as exc:  # pragma: no cover - exercised by tests/jeeves/test_config.py via a subprocess
+    from jeeves.config import ConfigError
+
+    if isinstance(exc, ConfigError):
+        sys.exit(f"jeeves: configuration error: {exc}")
+    raise
+
+_exchange = Exchange("jeeves", type="direct")
+
+app.conf.update(
+    task_queues=[KombuQueue(q.value, _exchange, routing_key=q.value) for q in Queue],
+    task_default_queue=Queue.RESPOND.value,
+    task_default_exchange="jeeves",
+    task_default_routing_key=Queue.RESPOND.value,
+    task_create_missing_queues=False,
+    # Routes by module; a task may also bind its queue in its decorator.
+    task_routes={
+        "pipeline.tasks.classify*": {"queue": Queue.CLASSIFY.value},
+        "pipeline.tasks.extract*": {"queue": Queue.EXTRACT.value},
+        "pipeline.tasks.embed*": {"queue": Queue.EMBED.value},
+        "pipeline.tasks.summar*": {"queue": Queue.SUMMARISE.value},
+        "pipeline.tasks.stale*": {"queue": Queue.SUMMARISE.value},
+        "retrieval.tasks.*": {"queue": Queue.RESPOND.value},
+        "wire_bridge.tasks.*": {"queue": Queue.RESPOND.value},
+    },
+    task_serializer="json",
+    result_serializer="json",
+    accept_content=["json"],
+    event_serializer="json",
+    task_ignore_result=True,
+    result_backend=None,
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    task_time_limit=max(TIME_LIMITS.values()),
+    task_soft_time_limit=int(max(TIME_LIMITS.values()) * 0.8),
+    broker_connection_retry_on_startup=True,
+    broker_transport_options={
+        # Above the longest hard time limit, so acks_late never redelivers a running task.
+        "visibility_timeout": max(TIME_LIMITS.values()) + 300,
+    },
+    worker_send_task_events=True,
+    task_send_sent_event=True,
+    worker_hijack_root_logger=False,
+    timezone="UTC",
+    enable_utc=True,
+    # Beat: summaries run hourly and each channel decides whether it is 08:00 in its own
+    # timezone; staleness twice a day. The tasks land with the summaries/proactive issue.
+    beat_schedule={
+        "daily-summaries": {
+            "task": "pipeline.tasks.summarise_due_channels",
+            "schedule": crontab(minute=0),
+            "options": {"queue": Queue.SUMMARISE.value, "expires": 3000},
+            "kwargs": {"granularity": "daily"},
+        },
+        "weekly-summaries": {
+            "task": "pipeline.tasks.summarise_due_channels",
+            "schedule": crontab(minute=5),
+            "options": {"queue": Queue.SUMMARISE.value, "expires": 3000},
+            "kwargs": {"granularity": "weekly"},
+        },
+        "staleness-check": {
+            "task": "pipeline.tasks.staleness_check",
+            "schedule": crontab(minute=0, hour="8,15"),
+            "options": {"queue": Queue.SUMMARISE.value, "expires": 3600},
+        },
+    },
+)
+
+
+class _QueueTimeLimits:
+    """Gives each task the time limits of the queue it binds in its decorator (`queue=`)."""
+
+    def annotate(self, task):
+        queue = getattr(task, "queue", None)
+        if queue in TIME_LIMITS:
+            limit = TIME_LIMITS[Queue(queue)]
+            return {"time_limit": limit, "soft_time_limit": int(limit * 0.8)}
+        return None
+
+
+app.conf.task_annotations = [_QueueTimeLimits()]
+
+app.autodiscover_tasks()

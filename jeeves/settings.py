@@ -1,0 +1,128 @@
+"""Django settings, all from the environment (12-factor). The only module that reads os.environ.
+
+A bad value stops start-up with one line naming the variable (jeeves.config.ConfigError).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+from jeeves import embedded
+from jeeves.config import ConfigError, load
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_ROOT = BASE_DIR / ".jeeves"
+
+# Offline facts (DESIGN.md §6): no price-list fetch, no hub look-ups. Set before litellm or
+# sentence-transformers is imported anywhere in the process.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+JEEVES = load(os.environ)
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a boolean (1/0, true/false)")
+
+
+DEBUG = _env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip() or embedded.local_secret_key(DATA_ROOT)
+ALLOWED_HOSTS = [
+    h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "knowledge",
+    "pipeline",
+    "retrieval",
+    "wire_bridge",
+    "jeeves",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "jeeves.urls"
+WSGI_APPLICATION = "jeeves.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_database_url = os.environ.get("DATABASE_URL", "").strip() or embedded.postgres_url(DATA_ROOT)
+try:
+    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60, conn_health_checks=True)}
+except ValueError as exc:
+    raise ConfigError(f"DATABASE_URL is not a database URL ({exc})") from None
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ConfigError("DATABASE_URL must point at PostgreSQL with pgvector")
+
+REDIS_URL = os.environ.get("REDIS_URL", "").strip() or f"redis://127.0.0.1:{JEEVES.embedded_redis_port}/0"
+if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ConfigError(f"REDIS_URL={REDIS_URL!r} is not a redis:// URL")
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# Webhook bodies above this are refused with 413 by the bridge before parsing.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024
+
+# Celery (read by jeeves/celery.py with namespace CELERY_).
+CELERY_BROKER_URL = REDIS_URL
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": JEEVES.log_level},
+    "loggers": {
+        # litellm logs request bodies at DEBUG; keep it at WARNING whatever the level is.
+        "LiteLLM": {"level": "WARNING"},
+        "LiteLLM Router": {"level": "WARNING"},
+        "LiteLLM Proxy": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,13 @@
+"""URL routes: admin, health, metrics and the Wire bridge."""
+
+from django.contrib import admin
+from django.urls import include, path
+
+from jeeves import views
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("healthz", views.healthz, name="healthz"),
+    path("metrics", views.metrics, name="metrics"),
+    path("wire/", include("wire_bridge.urls")),
+]

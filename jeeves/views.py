@@ -1,0 +1,49 @@
+"""Operational endpoints: health and a Prometheus-style metrics page (queue depths; Flower has none)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_GET
+
+from jeeves.queues import Queue
+from jeeves.redis import get_redis
+
+logger = logging.getLogger(__name__)
+
+
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    checks: dict[str, str] = {}
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        checks["postgres"] = "ok"
+    except Exception as exc:
+        logger.warning("health: postgres unreachable (%s)", type(exc).__name__)
+        checks["postgres"] = "unreachable"
+    try:
+        get_redis().ping()
+        checks["redis"] = "ok"
+    except Exception as exc:
+        logger.warning("health: redis unreachable (%s)", type(exc).__name__)
+        checks["redis"] = "unreachable"
+    healthy = all(v == "ok" for v in checks.values())
+    return JsonResponse({"status": "ok" if healthy else "degraded", **checks}, status=200 if healthy else 503)
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    client = get_redis()
+    lines = [
+        "# HELP jeeves_queue_depth Messages waiting in a Celery queue.",
+        "# TYPE jeeves_queue_depth gauge",
+    ]
+    pipe = client.pipeline()
+    for queue in Queue:
+        pipe.llen(queue.value)
+    for queue, depth in zip(Queue, pipe.execute(), strict=True):
+        lines.append(f'jeeves_queue_depth{{queue="{queue.value}"}} {depth}')
+    return HttpResponse("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4")

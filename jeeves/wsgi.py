@@ -1,0 +1,15 @@
+"""WSGI entry point for gunicorn (`gunicorn jeeves.wsgi`)."""
+
+import os
+import sys
+
+from django.core.wsgi import get_wsgi_application
+
+from jeeves.config import ConfigError
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
+
+try:
+    application = get_wsgi_application()
+except ConfigError as exc:
+    sys.exit(f"jeeves: configuration error: {exc}")

@@ -1,0 +1,528 @@
+"""The knowledge schema (seed plan §6 + DESIGN.md §4). No column anywhere holds raw message text.
+
+Text columns (`summary`, `description`, `rationale`, `context`) hold synthesised restatements
+written by `knowledge.services`, which guards against verbatim runs. `source_ref` points back
+to Wire message ids and a time range, never to content:
+    {"wire_msg_ids": ["..."], "timestamp_range": {"start": iso, "end": iso}}
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.functions import RandomUUID
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+from pgvector.django import HnswIndex, VectorField
+
+
+def _text_array() -> ArrayField:
+    return ArrayField(models.TextField(), default=list, blank=True)
+
+
+def _uuid_pk() -> models.UUIDField:
+    return models.UUIDField(primary_key=True, default=uuid.uuid4, db_default=RandomUUID(), editable=False)
+
+
+def _search_vector(*columns: str) -> models.GeneratedField:
+    # to_tsvector with an explicit config is immutable, so Postgres can store it (GENERATED ... STORED).
+    return models.GeneratedField(
+        expression=SearchVector(*columns, config="english"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+
+class ChannelState(models.TextChoices):
+    ACTIVE = "active", "Active"
+    PAUSED = "paused", "Paused"
+    SECURE = "secure", "Secure"
+
+
+class ChannelConfig(models.Model):
+    """One Wire conversation Jeeves sits in, its consent state and its context."""
+
+    channel_id = models.TextField(primary_key=True, help_text='"{conversationId}@{domain}"')
+    channel_name = models.TextField(null=True, blank=True)
+    organisation_id = models.TextField(help_text="Wire domain of the conversation")
+    transport = models.TextField(
+        default="sidecar", choices=[("sidecar", "Sidecar (Wire Apps SDK)"), ("roman", "Roman")]
+    )
+    conversation_type = models.TextField(default="GROUP", choices=[("GROUP", "Group"), ("ONE_TO_ONE", "One to one")])
+    state = models.TextField(choices=ChannelState.choices, default=ChannelState.ACTIVE, db_default="active")
+    state_changed_at = models.DateTimeField(null=True, blank=True)
+    state_changed_by = models.TextField(null=True, blank=True)
+    epoch = models.IntegerField(default=0, db_default=0, help_text="Bumped on secure: in-flight tasks drop")
+    is_personal = models.BooleanField(default=False, db_default=False, help_text="1:1 with one human member")
+    purpose = models.TextField(null=True, blank=True)
+    context_type = models.TextField(
+        null=True,
+        blank=True,
+        choices=[("customer", "Customer"), ("project", "Project"), ("team", "Team"), ("general", "General")],
+    )
+    tags = _text_array()
+    stakeholders = _text_array()
+    related_channels = _text_array()
+    context_updated_at = models.DateTimeField(null=True, blank=True)
+    context_updated_by = models.TextField(null=True, blank=True)
+    secure_ranges = models.JSONField(default=list, db_default=[], blank=True, help_text="[{start, end}]")
+    timezone = models.TextField(default="UTC", db_default="UTC")
+    locale = models.TextField(default="en", db_default="en")
+    joined_at = models.DateTimeField(db_default=Now())
+    left_at = models.DateTimeField(null=True, blank=True, help_text="Set when Jeeves was removed")
+
+    class Meta:
+        db_table = "channel_config"
+        verbose_name = "channel"
+        indexes = [models.Index(fields=["organisation_id"], name="channel_config_org_idx")]
+
+    def __str__(self) -> str:
+        return self.channel_name or self.channel_id
+
+    @property
+    def is_active(self) -> bool:
+        return self.state == ChannelState.ACTIVE and self.left_at is None
+
+
+class DecisionStatus(models.TextChoices):
+    ACTIVE = "active", "Active"
+    SUPERSEDED = "superseded", "Superseded"
+    REVERSED = "reversed", "Reversed"
+    QUESTIONED = "questioned", "Questioned"
+    REJECTED = "rejected", "Rejected by a reviewer"
+
+
+class Decision(models.Model):
+    """A commitment the channel made. Bi-temporal: decided_at and, once replaced, valid_until."""
+
+    id = _uuid_pk()
+    friendly_id = models.TextField(help_text="DEC-0007, unique per channel")
+    channel = models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+")
+    organisation_id = models.TextField()
+    summary = models.TextField()
+    rationale = models.TextField(null=True, blank=True)
+    decided_by = _text_array()
+    decided_at = models.DateTimeField()
+    valid_until = models.DateTimeField(null=True, blank=True)
+    confidence = models.FloatField(default=0.8, db_default=0.8)
+    status = models.TextField(choices=DecisionStatus.choices, default=DecisionStatus.ACTIVE, db_default="active")
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, db_column="superseded_by", related_name="+"
+    )
+    tags = _text_array()
+    source_ref = models.JSONField()
+    source_key = models.TextField(help_text="Natural key for idempotent writes (from the source message ids)")
+    extraction_model = models.TextField(null=True, blank=True)
+    prompt_version = models.TextField(null=True, blank=True)
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    search_vector = _search_vector("summary", "rationale")
+
+    class Meta:
+        db_table = "decisions"
+        constraints = [
+            models.UniqueConstraint(fields=["channel", "friendly_id"], name="decisions_channel_friendly_uniq"),
+            models.UniqueConstraint(fields=["channel", "source_key"], name="decisions_channel_source_uniq"),
+        ]
+        indexes = [
+            models.Index(fields=["channel", "-decided_at"], name="decisions_channel_decided_idx"),
+            GinIndex(fields=["tags"], name="decisions_tags_gin"),
+            models.Index(fields=["status"], name="decisions_active_idx", condition=Q(status="active")),
+            models.Index(fields=["organisation_id", "-decided_at"], name="decisions_org_decided_idx"),
+            GinIndex(fields=["decided_by"], name="decisions_decided_by_gin"),
+            GinIndex(fields=["search_vector"], name="decisions_search_gin"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.friendly_id}: {self.summary[:60]}"
+
+
+class ActionStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    DONE = "done", "Done"
+    STALE = "stale", "Stale"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class Action(models.Model):
+    """Something someone undertook (or was asked) to do."""
+
+    id = _uuid_pk()
+    friendly_id = models.TextField(help_text="ACT-0012, unique per channel")
+    channel = models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+")
+    organisation_id = models.TextField()
+    description = models.TextField()
+    owner_id = models.TextField(null=True, blank=True, help_text="Wire user id")
+    owner_name = models.TextField(null=True, blank=True, help_text="Display name at extraction time")
+    deadline = models.DateTimeField(null=True, blank=True)
+    status = models.TextField(choices=ActionStatus.choices, default=ActionStatus.OPEN, db_default="open")
+    staleness_at = models.DateTimeField(null=True, blank=True)
+    confidence = models.FloatField(default=0.8, db_default=0.8)
+    tags = _text_array()
+    source_ref = models.JSONField()
+    source_key = models.TextField(help_text="Natural key for idempotent writes (from the source message ids)")
+    related_decision = models.ForeignKey(
+        Decision, null=True, blank=True, on_delete=models.SET_NULL, db_column="related_decision", related_name="+"
+    )
+    extraction_model = models.TextField(null=True, blank=True)
+    prompt_version = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    last_status_check = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    search_vector = _search_vector("description", "owner_name")
+
+    class Meta:
+        db_table = "actions"
+        constraints = [
+            models.UniqueConstraint(fields=["channel", "friendly_id"], name="actions_channel_friendly_uniq"),
+            models.UniqueConstraint(fields=["channel", "source_key"], name="actions_channel_source_uniq"),
+        ]
+        indexes = [
+            models.Index(fields=["owner_id", "status"], name="actions_owner_status_idx"),
+            models.Index(
+                fields=["status", "staleness_at"], name="actions_open_staleness_idx", condition=Q(status="open")
+            ),
+            models.Index(fields=["channel", "-created_at"], name="actions_channel_created_idx"),
+            GinIndex(fields=["tags"], name="actions_tags_gin"),
+            GinIndex(fields=["search_vector"], name="actions_search_gin"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.friendly_id}: {self.description[:60]}"
+
+
+class EntityType(models.TextChoices):
+    PERSON = "person", "Person"
+    SERVICE = "service", "Service"
+    PROJECT = "project", "Project"
+    TEAM = "team", "Team"
+    TOOL = "tool", "Tool"
+    CONCEPT = "concept", "Concept"
+
+
+class Entity(models.Model):
+    """A person, service, project, team, tool or concept, shared across an organisation.
+
+    `channel` is where it was first seen; `channel_ids` every channel that mentioned it, so a
+    channel-scoped query only sees entities its own channel mentioned.
+    """
+
+    id = _uuid_pk()
+    channel = models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+")
+    channel_ids = _text_array()
+    organisation_id = models.TextField()
+    entity_type = models.TextField(choices=EntityType.choices)
+    name = models.TextField()
+    normalised_name = models.TextField(help_text="Lower-cased, punctuation-free name for dedup")
+    aliases = _text_array()
+    metadata = models.JSONField(default=dict, db_default={}, blank=True)
+    first_seen = models.DateTimeField(null=True, blank=True)
+    last_mentioned = models.DateTimeField(null=True, blank=True)
+    mention_count = models.IntegerField(default=1, db_default=1)
+    deleted = models.BooleanField(default=False, db_default=False)
+
+    class Meta:
+        db_table = "entities"
+        verbose_name_plural = "entities"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organisation_id", "entity_type", "normalised_name"],
+                condition=Q(deleted=False),
+                name="entities_org_type_name_uniq",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["entity_type", "name"], name="entities_type_name_idx"),
+            GinIndex(fields=["aliases"], name="entities_aliases_gin"),
+            GinIndex(fields=["channel_ids"], name="entities_channels_gin"),
+            models.Index(fields=["organisation_id", "entity_type"], name="entities_org_type_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.entity_type})"
+
+
+class EntityRelationship(models.Model):
+    """An observed link between two entities; strengthens with repetition."""
+
+    id = _uuid_pk()
+    source = models.ForeignKey(Entity, on_delete=models.CASCADE, db_column="source_id", related_name="outgoing")
+    target = models.ForeignKey(Entity, on_delete=models.CASCADE, db_column="target_id", related_name="incoming")
+    relationship = models.TextField(
+        choices=[
+            ("owns", "owns"),
+            ("depends_on", "depends on"),
+            ("works_on", "works on"),
+            ("blocks", "blocks"),
+            ("reports_to", "reports to"),
+        ]
+    )
+    organisation_id = models.TextField()
+    channel_ids = _text_array()
+    context = models.TextField(null=True, blank=True, help_text="Brief synthesised explanation")
+    confidence = models.FloatField(default=0.7, db_default=0.7)
+    first_observed = models.DateTimeField(null=True, blank=True)
+    last_observed = models.DateTimeField(null=True, blank=True)
+    observation_count = models.IntegerField(default=1, db_default=1)
+    source_ref = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        db_table = "entity_relationships"
+        constraints = [
+            models.UniqueConstraint(fields=["source", "target", "relationship"], name="entity_rel_uniq"),
+        ]
+        indexes = [
+            models.Index(fields=["source", "relationship"], name="entity_rel_source_idx"),
+            models.Index(fields=["target", "relationship"], name="entity_rel_target_idx"),
+            GinIndex(fields=["channel_ids"], name="entity_rel_channels_gin"),
+        ]
+
+
+class Embedding(models.Model):
+    """A vector of a record's synthesised text (or, only with JEEVES_EMBED_MESSAGES=1, a message)."""
+
+    id = _uuid_pk()
+    source_type = models.TextField(
+        choices=[
+            ("decision", "decision"),
+            ("action", "action"),
+            ("signal", "signal"),
+            ("entity", "entity"),
+            ("summary", "summary"),
+            ("message", "message"),
+        ]
+    )
+    source_id = models.UUIDField(null=True, blank=True)
+    wire_msg_id = models.TextField(null=True, blank=True, help_text="Only for source_type=message")
+    channel_id = models.TextField()
+    organisation_id = models.TextField()
+    author_id = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(help_text="When the source content occurred, not when it was embedded")
+    topic_tags = _text_array()
+    model = models.TextField(null=True, blank=True)
+    embedding = VectorField(dimensions=settings.JEEVES.embed_dims)
+
+    class Meta:
+        db_table = "embeddings"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source_type", "source_id"],
+                condition=Q(source_id__isnull=False),
+                name="embeddings_source_uniq",
+            ),
+            models.UniqueConstraint(
+                fields=["channel_id", "wire_msg_id"],
+                condition=Q(source_type="message"),
+                name="embeddings_message_uniq",
+            ),
+        ]
+        indexes = [
+            HnswIndex(
+                name="embeddings_hnsw_cosine",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+            models.Index(fields=["channel_id", "-created_at"], name="embeddings_channel_created_idx"),
+            models.Index(fields=["organisation_id", "author_id"], name="embeddings_org_author_idx"),
+            GinIndex(fields=["topic_tags"], name="embeddings_tags_gin"),
+        ]
+
+
+class SignalType(models.TextChoices):
+    DISCUSSION = "discussion", "Discussion"
+    QUESTION = "question", "Question"
+    BLOCKER = "blocker", "Blocker"
+    UPDATE = "update", "Update"
+    CONCERN = "concern", "Concern"
+    REFERENCE = "reference", "Reference"
+
+
+class ConversationSignal(models.Model):
+    """A short synthesised note of what went on (1-2 sentences, never verbatim)."""
+
+    id = _uuid_pk()
+    channel = models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+")
+    organisation_id = models.TextField()
+    signal_type = models.TextField(choices=SignalType.choices)
+    summary = models.TextField()
+    participants = _text_array()
+    tags = _text_array()
+    related_entities = ArrayField(models.UUIDField(), default=list, blank=True)
+    occurred_at = models.DateTimeField()
+    confidence = models.FloatField(default=0.6, db_default=0.6)
+    source_ref = models.JSONField()
+    source_key = models.TextField(help_text="Natural key for idempotent writes (from the source message ids)")
+    extraction_model = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    search_vector = _search_vector("summary")
+
+    class Meta:
+        db_table = "conversation_signals"
+        constraints = [
+            models.UniqueConstraint(fields=["channel", "source_key"], name="signals_channel_source_uniq"),
+        ]
+        indexes = [
+            models.Index(fields=["channel", "-occurred_at"], name="signals_channel_occurred_idx"),
+            models.Index(fields=["signal_type", "-occurred_at"], name="signals_type_occurred_idx"),
+            GinIndex(fields=["tags"], name="signals_tags_gin"),
+            GinIndex(fields=["participants"], name="signals_participants_gin"),
+            GinIndex(fields=["search_vector"], name="signals_search_gin"),
+        ]
+
+
+class Summary(models.Model):
+    """A rolling daily / weekly / on-demand summary of a scope (MVP: a channel)."""
+
+    id = _uuid_pk()
+    scope_type = models.TextField(
+        choices=[("channel", "channel"), ("topic", "topic"), ("project", "project"), ("person", "person")]
+    )
+    scope_id = models.TextField(help_text="channel_id or entity name")
+    organisation_id = models.TextField()
+    period_start = models.DateTimeField()
+    period_end = models.DateTimeField()
+    granularity = models.TextField(choices=[("daily", "daily"), ("weekly", "weekly"), ("on_demand", "on demand")])
+    summary = models.TextField()
+    key_decisions = ArrayField(models.UUIDField(), default=list, blank=True)
+    key_actions = ArrayField(models.UUIDField(), default=list, blank=True)
+    active_topics = ArrayField(models.UUIDField(), default=list, blank=True)
+    participants = _text_array()
+    sentiment = models.TextField(
+        null=True,
+        blank=True,
+        choices=[
+            ("productive", "productive"),
+            ("contentious", "contentious"),
+            ("blocked", "blocked"),
+            ("routine", "routine"),
+        ],
+    )
+    message_count = models.IntegerField(null=True, blank=True)
+    model_version = models.TextField(null=True, blank=True)
+    generated_at = models.DateTimeField(db_default=Now())
+    search_vector = _search_vector("summary")
+
+    class Meta:
+        db_table = "summaries"
+        verbose_name_plural = "summaries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["scope_type", "scope_id", "granularity", "period_start"], name="summaries_period_uniq"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["scope_type", "scope_id", "-period_end"], name="summaries_scope_period_idx"),
+            GinIndex(fields=["search_vector"], name="summaries_search_gin"),
+        ]
+
+
+class MessageReceipt(models.Model):
+    """That a message arrived, and how far it went. No content. Powers idempotency, counts, the audit."""
+
+    class Outcome(models.TextChoices):
+        QUEUED = "queued", "Queued for classification"
+        ROUTINE = "routine", "Routine: receipt only"
+        SIGNAL = "signal", "Low signal: one signal written"
+        PENDING_EXTRACT = "pending_extract", "High signal: waiting for extraction"
+        EXTRACTED = "extracted", "Extracted"
+        EXPIRED = "expired", "Expired before a worker reached it"
+        DROPPED = "dropped", "Dropped (channel paused/secure or epoch moved on)"
+        EVICTED = "evicted", "Left the window unextracted"
+        COMMAND = "command", "A command to Jeeves"
+
+    id = models.BigAutoField(primary_key=True)
+    channel_id = models.TextField()
+    wire_msg_id = models.TextField()
+    author_id = models.TextField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True, help_text="The message's own timestamp")
+    received_at = models.DateTimeField(db_default=Now())
+    tier = models.SmallIntegerField(default=0, db_default=0, help_text="0 received, 1 classified, 2 extracted")
+    categories = _text_array()
+    outcome = models.TextField(choices=Outcome.choices, default=Outcome.QUEUED, db_default="queued")
+
+    class Meta:
+        db_table = "message_receipts"
+        constraints = [
+            models.UniqueConstraint(fields=["channel_id", "wire_msg_id"], name="receipts_channel_msg_uniq"),
+        ]
+        indexes = [
+            models.Index(fields=["channel_id", "author_id", "-sent_at"], name="receipts_channel_author_idx"),
+            models.Index(fields=["channel_id", "-sent_at"], name="receipts_channel_sent_idx"),
+        ]
+
+
+class LlmCall(models.Model):
+    """One model call: which slot, model, tokens, cost, latency, outcome. No prompt, no completion."""
+
+    class Outcome(models.TextChoices):
+        OK = "ok", "ok"
+        INVALID = "invalid", "invalid output"
+        TIMEOUT = "timeout", "timeout"
+        ERROR = "error", "error"
+
+    id = models.BigAutoField(primary_key=True)
+    slot = models.TextField()
+    model = models.TextField()
+    fallback_used = models.BooleanField(default=False, db_default=False)
+    attempt = models.SmallIntegerField(default=1, db_default=1)
+    prompt_tokens = models.IntegerField(null=True, blank=True)
+    completion_tokens = models.IntegerField(null=True, blank=True)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    latency_ms = models.IntegerField()
+    outcome = models.TextField(choices=Outcome.choices)
+    channel_id = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "llm_calls"
+        verbose_name = "LLM call"
+        indexes = [models.Index(fields=["slot", "-created_at"], name="llm_calls_slot_created_idx")]
+
+
+class FriendlyIdSequence(models.Model):
+    """The per-channel counter behind DEC-0007 / ACT-0012."""
+
+    id = models.BigAutoField(primary_key=True)
+    channel_id = models.TextField()
+    kind = models.TextField(choices=[("DEC", "decision"), ("ACT", "action")])
+    last_value = models.IntegerField(default=0, db_default=0)
+
+    class Meta:
+        db_table = "friendly_id_sequences"
+        constraints = [models.UniqueConstraint(fields=["channel_id", "kind"], name="friendly_seq_uniq")]
+
+
+class PipelineCounter(models.Model):
+    """Durable per-channel counters of what the pipeline dropped (expired, evicted_unextracted, ...)."""
+
+    id = models.BigAutoField(primary_key=True)
+    channel_id = models.TextField()
+    name = models.TextField()
+    value = models.BigIntegerField(default=0, db_default=0)
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "pipeline_counters"
+        constraints = [models.UniqueConstraint(fields=["channel_id", "name"], name="pipeline_counter_uniq")]
+
+
+class RomanBot(models.Model):
+    """A Roman bot instance and its lifelong token (encrypted at rest; never shown in the admin)."""
+
+    bot_id = models.TextField(primary_key=True)
+    channel_id = models.TextField(null=True, blank=True)
+    token_ciphertext = models.TextField(help_text="Fernet-encrypted with a key derived from DJANGO_SECRET_KEY")
+    created_at = models.DateTimeField(db_default=Now())
+    removed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "roman_bots"
+        indexes = [models.Index(fields=["channel_id"], name="roman_bots_channel_idx")]

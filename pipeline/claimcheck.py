@@ -1,0 +1,28 @@
+"""Claim-check keys: message text parked in Redis with a TTL; tasks carry only the key (DESIGN.md §5)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from jeeves.redis import get_redis
+
+PREFIX = "jeeves:msg:"
+
+
+def key_for(channel_id: str, wire_msg_id: str) -> str:
+    return f"{PREFIX}{channel_id}:{wire_msg_id}"
+
+
+def park(channel_id: str, wire_msg_id: str, text: str) -> str:
+    key = key_for(channel_id, wire_msg_id)
+    get_redis().set(key, text, ex=settings.JEEVES.queue_ttl_s)
+    return key
+
+
+def claim(key: str) -> str | None:
+    """The parked text, or None when its TTL has passed (the task then counts itself expired)."""
+    return get_redis().get(key)
+
+
+def discard(key: str) -> None:
+    get_redis().delete(key)

@@ -1,0 +1,82 @@
+"""The per-channel sliding window: the only place raw text rests (Redis, no persistence).
+
+A Redis list per channel, newest last, trimmed to JEEVES_WINDOW_SIZE entries; the key's TTL is
+JEEVES_WINDOW_MAX_AGE_S (refreshed on push) and entries older than that are ignored and trimmed
+on read. Only the bridge writes it; extraction reads it at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+
+from jeeves.redis import get_redis
+
+PREFIX = "jeeves:window:"
+
+
+@dataclass(frozen=True)
+class WindowMessage:
+    id: str
+    author_id: str
+    ts: datetime
+    text: str
+    mentions: list[str] = field(default_factory=list)  # qualified user ids mentioned
+    quoted_id: str | None = None
+    received_at: float = field(default_factory=time.time)  # unix time the bridge saw it
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["ts"] = self.ts.isoformat()
+        return json.dumps(data, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, raw: str) -> WindowMessage:
+        data = json.loads(raw)
+        data["ts"] = datetime.fromisoformat(data["ts"])
+        return cls(**data)
+
+
+def key_for(channel_id: str) -> str:
+    return f"{PREFIX}{channel_id}"
+
+
+def push(channel_id: str, message: WindowMessage) -> None:
+    cfg = settings.JEEVES
+    key = key_for(channel_id)
+    pipe = get_redis().pipeline()
+    pipe.rpush(key, message.to_json())
+    pipe.ltrim(key, -cfg.window_size, -1)
+    pipe.expire(key, cfg.window_max_age_s)
+    pipe.execute()
+
+
+def read(channel_id: str) -> list[WindowMessage]:
+    """Messages in the window, oldest first; none that arrived more than the max age ago.
+
+    Age is measured on arrival (`received_at`), not on the message's own timestamp, so a
+    conversation replayed from a file behaves like a live one.
+    """
+    cutoff = time.time() - settings.JEEVES.window_max_age_s
+    raw = get_redis().lrange(key_for(channel_id), 0, -1)
+    messages = [WindowMessage.from_json(r) for r in raw]
+    return [m for m in messages if m.received_at >= cutoff]
+
+
+def remove(channel_id: str, wire_msg_id: str) -> bool:
+    """Remove one message (the author deleted it). True when it was in the window."""
+    client = get_redis()
+    key = key_for(channel_id)
+    removed = False
+    for raw in client.lrange(key, 0, -1):
+        if WindowMessage.from_json(raw).id == wire_msg_id:
+            removed = bool(client.lrem(key, 1, raw)) or removed
+    return removed
+
+
+def flush(channel_id: str) -> None:
+    get_redis().delete(key_for(channel_id))

