@@ -146,6 +146,7 @@ class JeevesConfig:
     flower_basic_auth: str
     embedded_redis_port: int
     log_level: str
+    data_dir: str
 
     def slot(self, name: str) -> SlotConfig:
         return self.slots[name]
@@ -219,4 +220,5 @@ def load(env: Mapping[str, str]) -> JeevesConfig:
         flower_basic_auth=s("JEEVES_FLOWER_BASIC_AUTH", "admin:jeeves"),
         embedded_redis_port=i("JEEVES_EMBEDDED_REDIS_PORT", 63799),
         log_level=log_level,
+        data_dir=s("JEEVES_DATA_DIR", ""),
     )

