@@ -1,36 +1,170 @@
 """Commands that read the knowledge, for the bridge's command router (run on the `respond` queue).
 
 Each returns the reply text in Jeeves' voice. The bridge sends it through its outbound client.
+Lists are read inside the asker's RetrievalScope, like every question.
 """
 
 from __future__ import annotations
 
-INTERIM = "I'm afraid that particular service is still being arranged. Shall I attend to it as soon as it is ready?"
+import logging
+import re
+from datetime import timedelta
+
+from django.db import connection
+from django.utils import timezone
+
+from knowledge import review
+from knowledge.models import ChannelConfig
+from retrieval.answer import voice
+from retrieval.ask import ask
+from retrieval.pack import approx_date
+from retrieval.scope import RetrievalScope, UnknownChannel
+
+logger = logging.getLogger(__name__)
+
+NOT_ACQUAINTED = "I'm afraid I have not yet been introduced to this conversation."
+LIST_LIMIT = 10
+_FRIENDLY = re.compile(r"^(DEC|ACT)-?(\d{1,6})$", re.I)
+
+
+def _friendly(raw: str, kind: str) -> str | None:
+    match = _FRIENDLY.match(raw.strip())
+    if not match or match.group(1).upper() != kind:
+        return None
+    return f"{kind}-{int(match.group(2)):04d}"
+
+
+def _rows(sql: str, params: dict[str, object]) -> list[tuple]:
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchall()
 
 
 def answer_question(channel_id: str, user_id: str, question: str) -> str:
-    return INTERIM
+    return ask(channel_id, user_id, question).answer
 
 
 def list_decisions(channel_id: str, user_id: str) -> str:
-    return INTERIM
+    try:
+        scope = RetrievalScope.for_asker(channel_id, user_id)
+    except UnknownChannel:
+        return NOT_ACQUAINTED
+    rows = _rows(
+        f"""SELECT d.friendly_id, d.summary, d.decided_at, COALESCE(
+                   (SELECT c.channel_name FROM channel_config c WHERE c.channel_id = d.channel_id), d.channel_id)
+            FROM decisions d WHERE {scope.decisions("d")} AND d.status = 'active'
+            ORDER BY d.decided_at DESC LIMIT %(n)s""",
+        {**scope.params(), "n": LIST_LIMIT},
+    )
+    if not rows:
+        return "I'm afraid I have no decisions on record here as yet."
+    lines = ["The decisions currently in force, most recent first:"]
+    for fid, summary, decided_at, channel_name in rows:
+        where = f"{channel_name}, " if scope.personal else ""
+        lines.append(f"- {fid} ({where}around {approx_date(decided_at)}): {summary}")
+    return voice("\n".join(lines))
 
 
 def list_actions(channel_id: str, user_id: str, mine: bool) -> str:
-    return INTERIM
+    try:
+        scope = RetrievalScope.for_asker(channel_id, user_id)
+    except UnknownChannel:
+        return NOT_ACQUAINTED
+    mine_sql = " AND a.owner_id = %(scope_user)s" if mine else ""
+    rows = _rows(
+        f"""SELECT a.friendly_id, a.description, a.owner_name, a.deadline
+            FROM actions a WHERE {scope.actions("a")} AND a.status = 'open'{mine_sql}
+            ORDER BY a.owner_name NULLS LAST, a.deadline NULLS LAST, a.created_at LIMIT %(n)s""",
+        {**scope.params(), "n": LIST_LIMIT * 2},
+    )
+    if not rows:
+        return "You have no open actions on record, I'm pleased to say." if mine else "There are no open actions."
+    lines = ["Your open actions:" if mine else "The open actions, by owner:"]
+    for fid, description, owner, deadline in rows:
+        due = f", due {approx_date(deadline)}" if deadline else ", no deadline set"
+        who = "" if mine else f"{owner or 'unassigned'}: "
+        lines.append(f"- {fid} {who}{description}{due}")
+    return voice("\n".join(lines))
 
 
 def channel_status(channel_id: str, user_id: str) -> str:
-    return INTERIM
+    channel = ChannelConfig.objects.filter(channel_id=channel_id).first()
+    if channel is None:
+        return NOT_ACQUAINTED
+    counts = _rows(
+        """SELECT (SELECT count(*) FROM decisions WHERE channel_id = %(c)s AND status = 'active'),
+                  (SELECT count(*) FROM actions WHERE channel_id = %(c)s AND status = 'open'),
+                  (SELECT count(*) FROM entities WHERE %(c)s = ANY(channel_ids) AND NOT deleted),
+                  (SELECT max(period_end) FROM summaries WHERE scope_type = 'channel' AND scope_id = %(c)s)""",
+        {"c": channel_id},
+    )[0]
+    decisions, actions, entities, last_summary = counts
+    since = channel.state_changed_at or channel.joined_at
+    state = {"active": "attending", "paused": "stepped out", "secure": "in secure mode"}[channel.state]
+    summary_text = f"the last summary covers up to {approx_date(last_summary)}" if last_summary else "no summary yet"
+    return voice(
+        f"I have been {state} here since {approx_date(since)}. On record: {decisions} decisions in force, "
+        f"{actions} open actions and {entities} people, services and topics; {summary_text}."
+    )
 
 
 def mark_action_done(channel_id: str, user_id: str, friendly_id: str) -> str:
-    return INTERIM
+    fid = _friendly(friendly_id, "ACT")
+    if fid is None:
+        return "I'm afraid I did not recognise that action number. It should look like ACT-0003."
+    try:
+        action = review.mark_action_done(channel_id, fid, by=user_id)
+    except review.ReviewError:
+        return f"I'm afraid I have no record of {fid} in this channel."
+    return voice(f"Very good. I have marked {fid} as done: {action.description}")
 
 
 def supersede_decision(channel_id: str, user_id: str, old_friendly_id: str, new_friendly_id: str) -> str:
-    return INTERIM
+    old, new = _friendly(old_friendly_id, "DEC"), _friendly(new_friendly_id, "DEC")
+    if old is None or new is None:
+        return "I'm afraid I did not recognise those decision numbers. They should look like DEC-0002."
+    try:
+        review.supersede_decision(channel_id, old, new, by=user_id)
+    except review.ReviewError as exc:
+        if exc.reason == "unknown decision":
+            return f"I'm afraid I have no record of both {old} and {new} in this channel."
+        return f"I'm afraid I cannot do that: {exc.reason}."
+    return voice(f"Very good. {old} is now recorded as superseded by {new}; its history is kept.")
 
 
 def catch_me_up(channel_id: str, user_id: str) -> str:
-    return INTERIM
+    """Since the asker's last message here (or the last 24 hours): new decisions and actions, and the
+    latest summary of the period. An on-demand summary written by a model is the summarise tier's."""
+    try:
+        scope = RetrievalScope.for_asker(channel_id, user_id)
+    except UnknownChannel:
+        return NOT_ACQUAINTED
+    last = _rows(
+        "SELECT max(sent_at) FROM message_receipts WHERE channel_id = %(c)s AND author_id = %(u)s",
+        {"c": channel_id, "u": user_id},
+    )[0][0]
+    since = last or timezone.now() - timedelta(hours=24)
+    params = {**scope.params(), "since": since, "n": LIST_LIMIT}
+    decisions = _rows(
+        f"""SELECT d.friendly_id, d.summary FROM decisions d WHERE {scope.decisions("d")}
+            AND d.status = 'active' AND d.decided_at > %(since)s ORDER BY d.decided_at LIMIT %(n)s""",
+        params,
+    )
+    actions = _rows(
+        f"""SELECT a.friendly_id, a.description, a.owner_name FROM actions a WHERE {scope.actions("a")}
+            AND a.created_at > %(since)s ORDER BY a.created_at LIMIT %(n)s""",
+        params,
+    )
+    summary = _rows(
+        f"""SELECT m.summary FROM summaries m WHERE {scope.summaries("m")} AND m.period_end > %(since)s
+            ORDER BY m.period_end DESC LIMIT 1""",
+        params,
+    )
+    if not (decisions or actions or summary):
+        return f"I'm afraid nothing of note has been recorded since {approx_date(since)}."
+    lines = [f"Since {approx_date(since)}, if I may:"]
+    if summary:
+        lines.append(summary[0][0])
+    lines.extend(f"- Decided, {fid}: {text}" for fid, text in decisions)
+    lines.extend(f"- To do, {fid} ({owner or 'unassigned'}): {text}" for fid, text, owner in actions)
+    return voice("\n".join(lines))

@@ -1,0 +1,187 @@
+"""The question path: plan → five scoped paths → fusion → context pack → answer, with timings.
+
+`retrieve` is the search alone (no answer model), used by the answer path and by bench/retrieval.py;
+`ask` is what `@Jeeves <question>`, `jeeves ask` and `jeeves eval --answers` call.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+
+from retrieval import answer as answers
+from retrieval import paths
+from retrieval.config import RetrievalConfig
+from retrieval.fusion import Fused, RecordKey, fuse
+from retrieval.pack import build_pack
+from retrieval.plan import PlanContext, QueryPlan, analyse
+from retrieval.records import Record, contradicting_pairs, hydrate
+from retrieval.scope import RetrievalScope, UnknownChannel
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CitedRecord:
+    id: str
+    type: str
+    channel_id: str
+    paths: list[str]
+    score: float
+    source_ref: dict[str, Any]
+
+
+@dataclass
+class AskResult:
+    answer: str
+    records: list[CitedRecord] = field(default_factory=list)
+    tokens: int = 0
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Retrieval:
+    plan: QueryPlan
+    fused: list[Fused]
+    records: dict[RecordKey, Record]
+    path_hits: dict[str, list[RecordKey]]
+    timings_ms: dict[str, float]
+
+    def ranked(self) -> list[Record]:
+        return [self.records[f.key] for f in self.fused]
+
+
+def plan_context(scope: RetrievalScope, now: datetime) -> PlanContext:
+    """Names the planner may match in the question: entities, people and tags of the scope."""
+    params = scope.params()
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT e.name, e.aliases FROM entities e WHERE {scope.entities('e')} "
+            "ORDER BY e.mention_count DESC LIMIT 2000",
+            params,
+        )
+        entity_names: dict[str, str] = {}
+        for name, aliases in cur.fetchall():
+            for surface in [name, *(aliases or [])]:
+                entity_names.setdefault(surface.lower(), name)
+        cur.execute(
+            f"SELECT DISTINCT a.owner_id, a.owner_name FROM actions a WHERE {scope.actions('a')}"
+            " AND a.owner_id IS NOT NULL AND a.owner_name IS NOT NULL LIMIT 500",
+            params,
+        )
+        members: dict[str, str] = {}
+        for owner_id, owner_name in cur.fetchall():
+            members.setdefault(owner_name.lower(), owner_id)
+            members.setdefault(owner_name.split()[0].lower(), owner_id)
+    return PlanContext(now=now, asker_id=scope.user_id, entity_names=entity_names, members=members)
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 2)
+
+
+def _query_vector(question: str) -> list[float] | None:
+    from pipeline import embedder
+
+    if not embedder.enabled():
+        return None
+    try:
+        return embedder.embed([question])[0]
+    except Exception as exc:  # the semantic path is one of five: the others still answer
+        logger.warning("query embedding failed (%s); semantic path skipped", type(exc).__name__)
+        return None
+
+
+def retrieve(
+    question: str,
+    scope: RetrievalScope,
+    cfg: RetrievalConfig | None = None,
+    *,
+    now: datetime | None = None,
+    query_vector: Sequence[float] | None = None,
+    plan: QueryPlan | None = None,
+) -> Retrieval:
+    """Plan, run the planned paths inside `scope`, hydrate (inside `scope` again) and fuse. No answer model."""
+    cfg = cfg or RetrievalConfig.from_settings()
+    now = now or timezone.now()
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    if plan is None:
+        plan = analyse(question, plan_context(scope, now), channel_id=scope.channel_id)
+    timings["plan"] = _ms(t)
+
+    t = time.perf_counter()
+    hits: dict[str, list[RecordKey]] = {}
+    if "structured" in plan.paths:
+        hits["structured"] = paths.structured(plan, scope, cfg)
+    if "semantic" in plan.paths:
+        vector = query_vector if query_vector is not None else _query_vector(question)
+        hits["semantic"] = paths.semantic(plan, scope, cfg, vector)
+    if "fulltext" in plan.paths:
+        hits["fulltext"] = paths.fulltext(plan, scope, cfg)
+    if "graph" in plan.paths:
+        hits["graph"] = paths.graph(plan, scope, cfg)
+    if "summary" in plan.paths:
+        hits["summary"] = paths.summary(plan, scope, cfg)
+    records = hydrate({k for keys in hits.values() for k in keys}, scope)
+    timings["paths"] = _ms(t)
+
+    t = time.perf_counter()
+    fused = fuse(
+        hits,
+        {k: r.meta for k, r in records.items()},
+        weights=cfg.path_weights,
+        now=now,
+        half_life_days=cfg.recency_half_life_days,
+        rrf_k=cfg.rrf_k,
+        multi_path_boost=cfg.multi_path_boost,
+    )[: cfg.top_n]
+    timings["fuse"] = _ms(t)
+    return Retrieval(plan=plan, fused=fused, records=records, path_hits=hits, timings_ms=timings)
+
+
+def ask(channel_id: str, user_id: str, question: str) -> AskResult:
+    """Answer `question` for `user_id` asking in `channel_id`, citing the records it rests on."""
+    cfg = RetrievalConfig.from_settings()
+    try:
+        scope = RetrievalScope.for_asker(channel_id, user_id)
+    except UnknownChannel:
+        return AskResult(answer=answers.NO_RECORD, timings_ms={"plan": 0.0, "paths": 0.0, "fuse": 0.0, "answer": 0.0})
+    found = retrieve(question, scope, cfg)
+    timings = dict(found.timings_ms)
+
+    t = time.perf_counter()
+    ranked = found.ranked()
+    if not any(r.type in answers.CITABLE for r in ranked):
+        timings["answer"] = _ms(t)
+        logger.info("ask: channel=%s no record (paths=%s)", channel_id, {k: len(v) for k, v in found.path_hits.items()})
+        return AskResult(answer=answers.NO_RECORD, timings_ms=timings)
+    pack = build_pack(question, ranked, cfg.context_tokens)
+    cited_now = answers.cite(pack)
+    pairs = contradicting_pairs([r for r in cited_now if r.type == "decision"], scope, cfg.contradiction_threshold)
+    result = answers.respond(found.plan, pack, pairs, channel_id=channel_id)
+    timings["answer"] = _ms(t)
+    by_key = {f.key: f for f in found.fused}
+    cited = [
+        CitedRecord(
+            id=r.cite_id,
+            type=r.type,
+            channel_id=r.channel_id,
+            paths=list(by_key[r.key].paths),
+            score=round(by_key[r.key].score, 8),
+            source_ref=r.source_ref,
+        )
+        for r in result.cited
+    ]
+    logger.info("ask: channel=%s cited=%s model=%s", channel_id, [c.id for c in cited], result.model)
+    return AskResult(answer=result.text, records=cited, tokens=pack.tokens, timings_ms=timings)

@@ -1,0 +1,40 @@
+"""Retrieval configuration as data: one frozen recipe built from settings.JEEVES (weights, budgets, k)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+PATHS: tuple[str, ...] = ("structured", "semantic", "fulltext", "graph", "summary")
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    path_weights: dict[str, float]
+    recency_half_life_days: float
+    context_tokens: int
+    complexity_threshold: float
+    contradiction_threshold: float
+    k: dict[str, int] = field(
+        default_factory=lambda: {"structured": 20, "semantic": 20, "fulltext": 20, "graph": 20, "summary": 5}
+    )
+    rrf_k: int = 60
+    multi_path_boost: float = 1.5
+    # Below these a path's hit is noise, not evidence; with nothing left the answer is "no record".
+    min_similarity: float = 0.45
+    min_term_coverage: float = 0.5
+    hnsw_ef_search: int = 100
+    graph_depth: int = 3
+    top_n: int = 10
+
+    @classmethod
+    def from_settings(cls) -> RetrievalConfig:
+        j = settings.JEEVES
+        return cls(
+            path_weights=dict(j.path_weights),
+            recency_half_life_days=j.recency_half_life_days,
+            context_tokens=j.context_tokens,
+            complexity_threshold=j.complexity_threshold,
+            contradiction_threshold=j.contradiction_threshold,
+        )

@@ -1,0 +1,120 @@
+"""The context pack: persona and question (never dropped), then decisions, actions, related context and
+summaries, filled to JEEVES_CONTEXT_TOKENS by a real tokenizer count; within a layer the lowest-ranked go first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+
+from retrieval.records import Record
+
+PERSONA = """You are Jeeves, a discreet and exact butler who keeps the records of a team's channel.
+Answer only from the records below; if they do not answer the question, say "I'm afraid I have no record of that \
+particular matter."
+Voice: never use exclamation marks; say "I'm afraid", never "sorry"; say "Shall I", never "Do you want me to"; \
+use "One notes that" for a gentle objection.
+Cite the channel and the approximate date of every record you rely on, and its id (DEC-…, ACT-…).
+Never quote: restate in your own words. If two records disagree, say "One notes that this appears to differ \
+from…" and name both.
+When a decision was superseded, give the current state first and then what changed."""
+
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("Relevant Decisions", frozenset({"decision"})),
+    ("Relevant Actions", frozenset({"action"})),
+    ("Related Context", frozenset({"signal", "entity"})),
+    ("Summaries", frozenset({"summary"})),
+)
+
+
+@lru_cache(maxsize=1)
+def _token_counter() -> Callable[..., int]:
+    from litellm import token_counter  # heavy import: only when a pack is built
+
+    return token_counter
+
+
+def count_tokens(text: str, model: str = "local") -> int:
+    # litellm picks the model's tokenizer, or its default (cl100k) for a name it does not know.
+    return int(_token_counter()(model=model, text=text))
+
+
+def approx_date(moment: datetime | None) -> str:
+    if moment is None:
+        return "an unrecorded date"
+    return f"{moment.day} {moment:%B %Y}"
+
+
+def render(record: Record) -> str:
+    where = f"{record.channel_name}, around {approx_date(record.occurred_at)}"
+    if record.type == "decision":
+        line = f"[{record.cite_id}] ({where}; status {record.status}) {record.text}"
+        if record.detail.get("rationale"):
+            line += f" Reason: {record.detail['rationale']}"
+        if record.detail.get("superseded_by"):
+            line += f" Superseded by {record.detail['superseded_by']}."
+        return line
+    if record.type == "action":
+        owner = record.detail.get("owner_name") or "nobody named"
+        due = record.detail.get("deadline")
+        due_text = f", due {approx_date(due)}" if due else ""
+        return f"[{record.cite_id}] ({where}; owner {owner}{due_text}; status {record.status}) {record.text}"
+    if record.type == "summary":
+        return f"[summary] ({where}; {record.status}) {record.text}"
+    if record.type == "entity":
+        relations = record.detail.get("relations") or ""
+        return f"[entity] {record.text} ({record.status}){': ' + relations if relations else ''}"
+    return f"[note] ({where}; {record.status}) {record.text}"
+
+
+@dataclass
+class ContextPack:
+    question: str
+    persona: str = PERSONA
+    layers: dict[str, list[Record]] = field(default_factory=dict)
+    dropped: list[Record] = field(default_factory=list)
+    ranked: list[Record] = field(default_factory=list)  # what was kept, in fused rank order
+    tokens: int = 0
+
+    @property
+    def records(self) -> list[Record]:
+        return [r for _title, recs in self.layers.items() for r in recs]
+
+    def prompt(self) -> str:
+        sections = []
+        for title, records in self.layers.items():
+            if records:
+                sections.append(f"## {title}\n" + "\n".join(render(r) for r in records))
+        sections.append(f"## User's Question\n{self.question}")
+        return "\n\n".join(sections)
+
+
+def build_pack(
+    question: str,
+    ranked: Sequence[Record],
+    budget: int,
+    counter: Callable[[str], int] = count_tokens,
+) -> ContextPack:
+    """Fill the layers in priority order until the budget is reached; the rest (lowest priority) is left out."""
+    pack = ContextPack(question=question)
+    used = counter(pack.persona) + counter(f"## User's Question\n{question}")
+    full = False
+    for title, kinds in LAYERS:
+        chosen: list[Record] = []
+        header = counter(f"## {title}\n")
+        for record in (r for r in ranked if r.type in kinds):
+            cost = counter(render(record)) + (0 if chosen else header)
+            # Once one record does not fit, everything of lower priority stays out too.
+            if not full and used + cost <= budget:
+                chosen.append(record)
+                used += cost
+            else:
+                full = True
+                pack.dropped.append(record)
+        pack.layers[title] = chosen
+    kept = {r.key for r in pack.records}
+    pack.ranked = [r for r in ranked if r.key in kept]
+    pack.tokens = used
+    return pack

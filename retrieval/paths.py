@@ -1,0 +1,261 @@
+"""The five retrieval paths. Each runs one scoped SQL query (scope inside the WHERE) and returns keys, best first.
+
+structured: decisions/actions by friendly id, owner, status, type, date range, tag;
+semantic: pgvector HNSW cosine over `embeddings` (iterative index scan, so a small channel still gets k);
+fulltext: `websearch_to_tsquery` over the synthesised text; graph: BFS over entity_relationships (≤ 3 hops);
+summary: summaries overlapping the time range (or matching the words when there is none).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from django.db import connection, transaction
+
+from retrieval.config import RetrievalConfig
+from retrieval.fusion import RecordKey
+from retrieval.plan import QueryPlan
+from retrieval.scope import RetrievalScope
+
+logger = logging.getLogger(__name__)
+
+
+def _fetch(sql: str, params: dict[str, object]) -> list[tuple]:
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchall()
+
+
+# --------------------------------------------------------------------------- structured
+
+_ACTION_TIME = "COALESCE((a.source_ref->'timestamp_range'->>'start')::timestamptz, a.created_at)"
+
+
+def structured(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> list[RecordKey]:
+    """Filters, not words: runs only when the plan names an id, an owner, a status, a type, a date or a tag."""
+    params: dict[str, object] = {
+        **scope.params(),
+        "friendly": plan.friendly_ids,
+        "owners": plan.owner_ids,
+        "statuses": plan.statuses,
+        "kws": [k.lower() for k in plan.keywords],
+        "start": plan.time_range.start if plan.time_range else None,
+        "end": plan.time_range.end if plan.time_range else None,
+        "k": cfg.k["structured"],
+    }
+    has_filter = bool(plan.friendly_ids or plan.owner_ids or plan.statuses or plan.record_types or plan.time_range)
+    if not has_filter and not plan.keywords:
+        return []
+    want = set(plan.record_types) or {"decision", "action"}
+    if plan.friendly_ids:
+        want = {"decision" if f.startswith("DEC-") else "action" for f in plan.friendly_ids}
+    parts: list[str] = []
+    if "decision" in want:
+        cond = [scope.decisions("d"), "d.status <> 'rejected'"]
+        if plan.friendly_ids:
+            cond.append("d.friendly_id = ANY(%(friendly)s)")
+        if plan.owner_ids:
+            cond.append("d.decided_by && %(owners)s::text[]")
+        if plan.statuses:
+            cond.append("d.status = ANY(%(statuses)s)")
+        if plan.time_range:
+            cond.append(
+                "(%(start)s::timestamptz IS NULL OR d.decided_at >= %(start)s OR d.valid_until >= %(start)s)"
+                " AND (%(end)s::timestamptz IS NULL OR d.decided_at < %(end)s)"
+            )
+        if not has_filter:
+            cond.append("d.tags && %(kws)s::text[]")
+        parts.append(
+            "(SELECT 'decision' AS t, d.id::text AS id, (d.tags && %(kws)s::text[]) AS tagged, d.decided_at AS at"
+            f" FROM decisions d WHERE {' AND '.join(cond)} ORDER BY d.decided_at DESC LIMIT %(k)s)"
+        )
+    if "action" in want:
+        cond = [scope.actions("a")]
+        if plan.friendly_ids:
+            cond.append("a.friendly_id = ANY(%(friendly)s)")
+        if plan.owner_ids:
+            cond.append("a.owner_id = ANY(%(owners)s)")
+        if plan.statuses:
+            cond.append("a.status = ANY(%(statuses)s)")
+        if plan.time_range:
+            cond.append(
+                f"(%(start)s::timestamptz IS NULL OR {_ACTION_TIME} >= %(start)s OR a.deadline >= %(start)s"
+                " OR a.completed_at >= %(start)s)"
+                f" AND (%(end)s::timestamptz IS NULL OR {_ACTION_TIME} < %(end)s)"
+            )
+        if not has_filter:
+            cond.append("a.tags && %(kws)s::text[]")
+        parts.append(
+            f"(SELECT 'action' AS t, a.id::text AS id, (a.tags && %(kws)s::text[]) AS tagged, {_ACTION_TIME} AS at"
+            f" FROM actions a WHERE {' AND '.join(cond)} ORDER BY {_ACTION_TIME} DESC LIMIT %(k)s)"
+        )
+    sql = f"SELECT t, id, tagged, at FROM ({' UNION ALL '.join(parts)}) x ORDER BY tagged DESC, at DESC LIMIT %(k)s"
+    return [(t, rid) for t, rid, _tagged, _at in _fetch(sql, params)]
+
+
+# --------------------------------------------------------------------------- semantic
+
+
+def semantic(
+    plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, query_vector: Sequence[float] | None
+) -> list[RecordKey]:
+    """Nearest records by cosine, scope in the same query; iterative scans keep going until k rows pass it."""
+    if query_vector is None:
+        return []
+    params = {
+        **scope.params(),
+        "q": "[" + ",".join(f"{x:.6f}" for x in query_vector) + "]",
+        "k": cfg.k["semantic"],
+        "min_sim": cfg.min_similarity,
+    }
+    sql = f"""
+        SELECT source_type, source_id::text, sim FROM (
+            SELECT e.source_type, e.source_id, 1 - (e.embedding <=> %(q)s::vector) AS sim
+            FROM embeddings e
+            WHERE {scope.embeddings("e")} AND e.source_id IS NOT NULL
+              AND e.source_type IN ('decision', 'action', 'signal', 'summary', 'entity')
+            ORDER BY e.embedding <=> %(q)s::vector
+            LIMIT %(k)s
+        ) nearest WHERE sim >= %(min_sim)s ORDER BY sim DESC
+    """
+    with transaction.atomic(), connection.cursor() as cur:
+        # relaxed_order: the index keeps scanning past rows the scope filters out (pgvector >= 0.8).
+        cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cur.execute(f"SET LOCAL hnsw.ef_search = {int(cfg.hnsw_ef_search)}")
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+    return [(t, rid) for t, rid, _sim in rows]
+
+
+# --------------------------------------------------------------------------- full text
+
+_TERMS = """
+    terms AS (
+        SELECT q FROM unnest(%(kws)s::text[]) kw, websearch_to_tsquery('english', kw) q WHERE numnode(q) > 0
+    ),
+    anyq AS (SELECT websearch_to_tsquery('english', %(query)s) AS q),
+    nterms AS (SELECT greatest(count(*), 1)::float AS n FROM terms)
+"""
+
+
+def _coverage(col: str) -> str:
+    return f"((SELECT count(*) FROM terms WHERE {col} @@ terms.q) / (SELECT n FROM nterms))"
+
+
+def fulltext(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> list[RecordKey]:
+    """Any of the question's words (OR), ranked by how many of them a record covers, then ts_rank_cd."""
+    if not plan.keywords:
+        return []
+    params = {
+        **scope.params(),
+        "kws": plan.keywords,
+        "query": " or ".join(plan.keywords),
+        "k": cfg.k["fulltext"],
+        "min_cov": cfg.min_term_coverage,
+    }
+    branches = []
+    for kind, table, alias, predicate in (
+        ("decision", "decisions", "d", scope.decisions("d") + " AND d.status <> 'rejected'"),
+        ("action", "actions", "a", scope.actions("a")),
+        ("signal", "conversation_signals", "s", scope.signals("s")),
+        ("summary", "summaries", "m", scope.summaries("m")),
+    ):
+        branches.append(
+            f"(SELECT '{kind}' AS t, {alias}.id::text AS id, {_coverage(alias + '.search_vector')} AS cov,"
+            f" ts_rank_cd({alias}.search_vector, anyq.q) AS rank"
+            f" FROM {table} {alias}, anyq WHERE {predicate} AND {alias}.search_vector @@ anyq.q"
+            f" ORDER BY cov DESC, rank DESC LIMIT %(k)s)"
+        )
+    sql = (
+        f"WITH {_TERMS} SELECT t, id FROM ({' UNION ALL '.join(branches)}) hits"
+        " WHERE cov >= %(min_cov)s ORDER BY cov DESC, rank DESC LIMIT %(k)s"
+    )
+    return [(t, rid) for t, rid in _fetch(sql, params)]
+
+
+# --------------------------------------------------------------------------- graph
+
+
+def graph(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> list[RecordKey]:
+    """BFS from the plan's entities over relationships (every hop stays in scope), nearest first.
+
+    Returns the entities reached, and after them the records that name a reached neighbour, so
+    "what blocks X" finds the records about whatever blocks X.
+    """
+    if not plan.entities:
+        return []
+    params = {
+        **scope.params(),
+        "names": [n.lower() for n in plan.entities],
+        "depth": cfg.graph_depth,
+        "k": cfg.k["graph"],
+    }
+    sql = f"""
+        WITH RECURSIVE walk(id, depth) AS (
+            SELECT e.id, 0 FROM entities e
+            WHERE {scope.entities("e")}
+              AND (lower(e.name) = ANY(%(names)s) OR EXISTS (
+                   SELECT 1 FROM unnest(e.aliases) al WHERE lower(al) = ANY(%(names)s)))
+          UNION
+            SELECT n.id, w.depth + 1
+            FROM walk w
+            JOIN entity_relationships r ON (r.source_id = w.id OR r.target_id = w.id) AND {scope.relationships("r")}
+            JOIN entities n ON n.id = CASE WHEN r.source_id = w.id THEN r.target_id ELSE r.source_id END
+            WHERE w.depth < %(depth)s AND {scope.entities("n")}
+        )
+        SELECT e.id::text, e.name, min(w.depth) AS depth
+        FROM walk w JOIN entities e ON e.id = w.id
+        WHERE {scope.entities("e")}
+        GROUP BY e.id, e.name ORDER BY depth, e.name LIMIT %(k)s
+    """
+    reached = _fetch(sql, params)
+    keys: list[RecordKey] = [("entity", rid) for rid, _name, _depth in reached]
+    neighbours = [name for _rid, name, depth in reached if depth > 0]
+    if neighbours:
+        params["neighbour_query"] = " or ".join(f'"{n}"' for n in neighbours)
+        rows = _fetch(
+            f"""
+            WITH q AS (SELECT websearch_to_tsquery('english', %(neighbour_query)s) AS q)
+            SELECT t, id FROM (
+                (SELECT 'decision' AS t, d.id::text AS id, ts_rank_cd(d.search_vector, q.q) AS rank FROM decisions d, q
+                 WHERE {scope.decisions("d")} AND d.status <> 'rejected' AND d.search_vector @@ q.q
+                 ORDER BY rank DESC LIMIT %(k)s)
+                UNION ALL
+                (SELECT 'action', a.id::text, ts_rank_cd(a.search_vector, q.q) AS rank FROM actions a, q
+                 WHERE {scope.actions("a")} AND a.search_vector @@ q.q ORDER BY rank DESC LIMIT %(k)s)
+            ) x ORDER BY rank DESC LIMIT %(k)s
+            """,
+            params,
+        )
+        keys.extend((t, rid) for t, rid in rows)
+    return keys
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def summary(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> list[RecordKey]:
+    """Rolling summaries overlapping the plan's time range, most overlapping first; else those on topic."""
+    params: dict[str, object] = {**scope.params(), "k": cfg.k["summary"], "kws": plan.keywords}
+    if plan.time_range is not None:
+        params.update(start=plan.time_range.start, end=plan.time_range.end)
+        sql = f"""
+            SELECT m.id::text FROM summaries m
+            WHERE {scope.summaries("m")}
+              AND (%(end)s::timestamptz IS NULL OR m.period_start < %(end)s)
+              AND (%(start)s::timestamptz IS NULL OR m.period_end > %(start)s)
+            ORDER BY (m.granularity = 'daily') DESC, m.period_end DESC LIMIT %(k)s
+        """
+    elif plan.keywords:
+        params.update(query=" or ".join(plan.keywords), min_cov=cfg.min_term_coverage)
+        sql = f"""
+            WITH {_TERMS}
+            SELECT m.id::text FROM summaries m, anyq
+            WHERE {scope.summaries("m")} AND m.search_vector @@ anyq.q
+              AND {_coverage("m.search_vector")} >= %(min_cov)s
+            ORDER BY m.period_end DESC LIMIT %(k)s
+        """
+    else:
+        return []
+    return [("summary", rid) for (rid,) in _fetch(sql, params)]

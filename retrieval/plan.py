@@ -1,0 +1,249 @@
+"""Query analysis: a question becomes a validated QueryPlan (intent, entities, time range, paths, format).
+
+The slot `query_analyse` may write the plan; the offline engine (model `local`) builds it from
+keywords, dates (`dateparser`) and the entity names known in the asker's scope. Either way the
+plan only steers the search: scope is never part of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from retrieval.config import PATHS
+
+logger = logging.getLogger(__name__)
+
+Intent = Literal["factual_recall", "temporal_context", "accountability", "dependency", "institutional", "cross_channel"]
+PathName = Literal["structured", "semantic", "fulltext", "graph", "summary"]
+ResponseFormat = Literal["direct_answer", "summary", "list", "comparison"]
+
+
+class TimeRange(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+class QueryPlan(BaseModel):
+    """What to look for. Produced by a model or by the offline engine; validated either way."""
+
+    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
+
+    intent: Intent = "factual_recall"
+    entities: list[Annotated[str, Field(max_length=120)]] = []
+    keywords: list[Annotated[str, Field(max_length=60)]] = []
+    time_range: TimeRange | None = None
+    paths: list[PathName] = list(PATHS)
+    response_format: ResponseFormat = "direct_answer"
+    complexity: Annotated[float, Field(ge=0.0, le=1.0)] = 0.3
+    # Structured filters
+    owner_ids: list[str] = []
+    record_types: list[Literal["decision", "action"]] = []
+    statuses: list[str] = []
+    friendly_ids: list[Annotated[str, Field(pattern=r"^(DEC|ACT)-\d{1,6}$")]] = []
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What the planner may know about the asker's scope: names, never records."""
+
+    now: datetime
+    asker_id: str
+    entity_names: dict[str, str]  # lower-cased surface form (name or alias) -> canonical name
+    members: dict[str, str]  # lower-cased name/handle/first name -> qualified user id
+    tags: frozenset[str] = frozenset()
+
+
+# Words that frame a question rather than say what it is about; they would match everything.
+_FRAMING = frozenset(
+    """
+    what whats which who whos whom whose when where why how did do does we our us you i me my is are was were
+    be been being the a an of to in on for at by with about from into any anything there this that these those
+    decide decided decision decisions agree agreed agreement plan planned now still currently current again
+    go going get got have has had will would shall should can could may might need needs so and or not
+    it its they them their he she his her team someone somebody anyone ever yet also just
+    """.split()
+)
+
+_INTENT_CUES: list[tuple[Intent, re.Pattern[str]]] = [
+    ("cross_channel", re.compile(r"\b(other|another|all|every) (channel|team)s?\b|\bacross\b", re.I)),
+    ("accountability", re.compile(r"\b(who|whose|owner|owns|responsible|assigned|mine|my actions)\b", re.I)),
+    (
+        "dependency",
+        re.compile(r"\b(block\w*|held up|holding|hold\w* up|depend\w*|waiting on|stopp?ed|broke|stuck)\b", re.I),
+    ),
+    ("institutional", re.compile(r"\b(why|reason|rationale|rule|policy|allowed)\b", re.I)),
+    (
+        "temporal_context",
+        re.compile(
+            r"\b(when|original(ly)?|before|changed?|still|since|slip\w*|mov(e|ed)|replac\w*|history|previous)\b",
+            re.I,
+        ),
+    ),
+]
+
+_FRIENDLY = re.compile(r"\b(DEC|ACT)-(\d{1,6})\b", re.I)
+_DATEISH = re.compile(
+    r"\b(\d{1,2}(st|nd|rd|th)?|jan\w*|feb\w*|mar(ch)?|apr\w*|june?|july?|aug\w*|sep\w*|oct\w*|nov\w*|dec(ember)?"
+    r"|yesterday|today|tonight|last (week|month)|this (week|month)|ago|monday|tuesday|wednesday|thursday|friday"
+    r"|saturday|sunday)\b",
+    re.I,
+)
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]|[A-Za-z0-9]")
+_OPEN = re.compile(r"\b(open|outstanding|pending|still to do|to-?do)\b", re.I)
+_DONE = re.compile(r"\b(done|finished|completed)\b", re.I)
+_SELF = re.compile(r"\b(my|mine|i own|assigned to me|on me)\b", re.I)
+
+
+def _time_range(question: str, now: datetime) -> TimeRange | None:
+    # dateparser is slow and eager ("may", "now"); only ask it when a date-like word is there.
+    if not _DATEISH.search(question):
+        return None
+    from dateparser.search import search_dates
+
+    lowered = question.lower()
+    if "last week" in lowered or "this week" in lowered:
+        start = now - timedelta(days=7 if "last" in lowered else now.weekday())
+        return TimeRange(start=start.replace(hour=0, minute=0, second=0, microsecond=0), end=now)
+    if "last month" in lowered:
+        return TimeRange(start=now - timedelta(days=31), end=now)
+    found = search_dates(
+        question,
+        languages=["en"],
+        settings={
+            "RELATIVE_BASE": now.replace(tzinfo=None),
+            "PREFER_DATES_FROM": "past",
+            "RETURN_AS_TIMEZONE_AWARE": True,
+            "TIMEZONE": "UTC",
+            "REQUIRE_PARTS": ["day"],
+        },
+    )
+    if not found:
+        return None
+    days = sorted(d.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) for _, d in found)
+    return TimeRange(start=days[0], end=days[-1] + timedelta(days=1))
+
+
+def _match_names(question: str, names: dict[str, str]) -> list[str]:
+    lowered = f" {question.lower()} "
+    found: dict[str, None] = {}
+    # Longest surface forms first so "payments-db" wins over "payments".
+    for surface in sorted(names, key=len, reverse=True):
+        if len(surface) < 3:
+            continue
+        if re.search(rf"(?<![\w-]){re.escape(surface)}(?![\w-])", lowered):
+            found[names[surface]] = None
+    return list(found)
+
+
+def keywords_of(question: str) -> list[str]:
+    words = [w for w in _WORD.findall(question)]
+    kept: dict[str, None] = {}
+    for word in words:
+        low = word.lower().strip(".-")
+        if low and low not in _FRAMING and not _FRIENDLY.fullmatch(word):
+            kept[low] = None
+    return list(kept)[:12]
+
+
+def offline_plan(question: str, ctx: PlanContext) -> QueryPlan:
+    """The offline engine's plan: cue words for intent, dateparser for time, scope names for entities."""
+    intent: Intent = "factual_recall"
+    for name, cue in _INTENT_CUES:
+        if cue.search(question):
+            intent = name
+            break
+    friendly = [f"{kind.upper()}-{int(num):04d}" for kind, num in _FRIENDLY.findall(question)]
+    entities = _match_names(question, ctx.entity_names)
+    owner_ids = list(dict.fromkeys(ctx.members[n] for n in _match_names_raw(question, ctx.members)))
+    if _SELF.search(question):
+        owner_ids.append(ctx.asker_id)
+    statuses: list[str] = []
+    if _OPEN.search(question):
+        statuses.append("open")
+    elif _DONE.search(question) and intent != "accountability":
+        statuses.append("done")
+    record_types: list[Literal["decision", "action"]] = []
+    lowered = question.lower()
+    if re.search(r"\b(actions?|tasks?|to-?dos?)\b", lowered):
+        record_types.append("action")
+    if re.search(r"\bdecisions?\b", lowered):
+        record_types.append("decision")
+    time_range = _time_range(question, ctx.now)
+    keywords = keywords_of(question)
+    paths: list[PathName] = ["structured", "semantic", "fulltext"]
+    if entities:
+        paths.append("graph")
+    if time_range is not None or intent in ("temporal_context", "cross_channel"):
+        paths.append("summary")
+    response_format: ResponseFormat = "direct_answer"
+    if record_types and re.search(r"\b(list|all|which|open)\b", lowered):
+        response_format = "list"
+    elif intent == "temporal_context":
+        response_format = "comparison"
+    # Rough complexity: several entities, a comparison over time, or a long question.
+    complexity = min(1.0, 0.2 + 0.15 * len(entities) + (0.3 if intent == "temporal_context" else 0.0))
+    complexity = min(1.0, complexity + (0.2 if len(keywords) > 8 else 0.0))
+    return QueryPlan(
+        intent=intent,
+        entities=entities,
+        keywords=keywords,
+        time_range=time_range,
+        paths=paths,
+        response_format=response_format,
+        complexity=round(complexity, 2),
+        owner_ids=owner_ids,
+        record_types=record_types,
+        statuses=statuses,
+        friendly_ids=friendly,
+    )
+
+
+def _match_names_raw(question: str, names: dict[str, str]) -> list[str]:
+    """Surface forms (not canonical values) of `names` present in the question."""
+    lowered = question.lower()
+    return [s for s in names if len(s) >= 3 and re.search(rf"(?<![\w-]){re.escape(s)}(?![\w-])", lowered)]
+
+
+PLAN_PROMPT = """You plan a search of a team's records for one question. Reply with one JSON object:
+{"intent": one of factual_recall|temporal_context|accountability|dependency|institutional|cross_channel,
+ "entities": [names from KNOWN ENTITIES the question is about],
+ "keywords": [up to 8 content words of the question, no question words],
+ "time_range": {"start": ISO date or null, "end": ISO date or null} or null,
+ "paths": subset of ["structured","semantic","fulltext","graph","summary"],
+ "response_format": one of direct_answer|summary|list|comparison,
+ "complexity": 0..1 (how much synthesis the answer needs),
+ "statuses": [], "record_types": [], "friendly_ids": []}
+Today is {today}. KNOWN ENTITIES: {entities}"""
+
+
+def analyse(question: str, ctx: PlanContext, *, channel_id: str | None = None) -> QueryPlan:
+    """The plan from slot `query_analyse`: a model when one is configured, else (or on failure) offline."""
+    from pipeline import llm
+
+    offline = offline_plan(question, ctx)
+    names = ", ".join(sorted(set(ctx.entity_names.values()))[:80]) or "none"
+    messages = [
+        {
+            "role": "system",
+            "content": PLAN_PROMPT.replace("{today}", ctx.now.date().isoformat()).replace("{entities}", names),
+        },
+        {"role": "user", "content": question},
+    ]
+    try:
+        plan = llm.structured("query_analyse", messages, QueryPlan, lambda: offline, channel_id=channel_id).value
+    except llm.SlotFailure:
+        logger.warning("query_analyse: no valid plan from the model; using the offline plan")
+        return offline
+    if plan is offline:
+        return plan
+    # People and ids come from what the scope knows, never from the model.
+    return plan.model_copy(
+        update={"owner_ids": offline.owner_ids, "friendly_ids": offline.friendly_ids or plan.friendly_ids}
+    )

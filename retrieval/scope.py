@@ -1,0 +1,86 @@
+"""RetrievalScope: what one asker may see, expressed as SQL predicates that every path embeds in its query.
+
+A channel sees its own records. A 1:1 conversation (`is_personal`) sees the organisation, but only
+records the asking user authored, owns or decided. Scope is decided here from channel_config,
+never by a model, and never applied to results after the fact (DESIGN.md §1, principle 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from knowledge.models import ChannelConfig
+
+
+class UnknownChannel(LookupError):
+    """The channel has no channel_config row: Jeeves was never added there."""
+
+
+@dataclass(frozen=True)
+class RetrievalScope:
+    organisation_id: str
+    channel_id: str
+    user_id: str
+    personal: bool = False
+
+    @classmethod
+    def for_asker(cls, channel_id: str, user_id: str) -> RetrievalScope:
+        row = ChannelConfig.objects.filter(channel_id=channel_id).values("organisation_id", "is_personal").first()
+        if row is None:
+            raise UnknownChannel(channel_id)
+        return cls(
+            organisation_id=row["organisation_id"],
+            channel_id=channel_id,
+            user_id=user_id,
+            personal=row["is_personal"],
+        )
+
+    def params(self) -> dict[str, str]:
+        return {"scope_org": self.organisation_id, "scope_channel": self.channel_id, "scope_user": self.user_id}
+
+    # Each predicate takes the table alias and uses only the named parameters of `params()`.
+
+    def decisions(self, a: str) -> str:
+        if self.personal:
+            return f"({a}.organisation_id = %(scope_org)s AND %(scope_user)s = ANY({a}.decided_by))"
+        return f"({a}.organisation_id = %(scope_org)s AND {a}.channel_id = %(scope_channel)s)"
+
+    def actions(self, a: str) -> str:
+        if self.personal:
+            return f"({a}.organisation_id = %(scope_org)s AND {a}.owner_id = %(scope_user)s)"
+        return f"({a}.organisation_id = %(scope_org)s AND {a}.channel_id = %(scope_channel)s)"
+
+    def signals(self, a: str) -> str:
+        if self.personal:
+            return f"({a}.organisation_id = %(scope_org)s AND %(scope_user)s = ANY({a}.participants))"
+        return f"({a}.organisation_id = %(scope_org)s AND {a}.channel_id = %(scope_channel)s)"
+
+    def embeddings(self, a: str) -> str:
+        if self.personal:
+            return f"({a}.organisation_id = %(scope_org)s AND {a}.author_id = %(scope_user)s)"
+        return f"({a}.organisation_id = %(scope_org)s AND {a}.channel_id = %(scope_channel)s)"
+
+    def summaries(self, a: str) -> str:
+        # A channel summary retells everybody's words; in a 1:1 only the asker's own person summaries qualify.
+        if self.personal:
+            return (
+                f"({a}.organisation_id = %(scope_org)s AND {a}.scope_type = 'person' AND {a}.scope_id = %(scope_user)s)"
+            )
+        return (
+            f"({a}.organisation_id = %(scope_org)s AND {a}.scope_type = 'channel' AND {a}.scope_id = %(scope_channel)s)"
+        )
+
+    def entities(self, a: str) -> str:
+        if self.personal:
+            # The asker's entities: those linked from signals the asker took part in.
+            return (
+                f"({a}.organisation_id = %(scope_org)s AND NOT {a}.deleted AND {a}.id IN ("
+                "SELECT unnest(s.related_entities) FROM conversation_signals s"
+                " WHERE s.organisation_id = %(scope_org)s AND %(scope_user)s = ANY(s.participants)))"
+            )
+        return f"({a}.organisation_id = %(scope_org)s AND NOT {a}.deleted AND %(scope_channel)s = ANY({a}.channel_ids))"
+
+    def relationships(self, a: str) -> str:
+        if self.personal:
+            return f"({a}.organisation_id = %(scope_org)s)"  # endpoints are scoped by `entities` in the same query
+        return f"({a}.organisation_id = %(scope_org)s AND %(scope_channel)s = ANY({a}.channel_ids))"

@@ -1,0 +1,145 @@
+"""Records for retrieval tests, written straight through the ORM (the pipeline's writes are tested elsewhere)."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from knowledge.models import (
+    Action,
+    ChannelConfig,
+    ConversationSignal,
+    Decision,
+    Embedding,
+    Entity,
+    EntityRelationship,
+    Summary,
+)
+
+_seq = itertools.count(1)
+NOW = timezone.now()
+
+
+def ref(*msg_ids: str, at: datetime | None = None) -> dict:
+    at = at or NOW
+    return {"wire_msg_ids": list(msg_ids), "timestamp_range": {"start": at.isoformat(), "end": at.isoformat()}}
+
+
+def user(org: str = "wire.example") -> str:
+    return f"{uuid.uuid4()}@{org}"
+
+
+def channel(org: str = "wire.example", name: str | None = None, personal: bool = False) -> ChannelConfig:
+    cid = f"{uuid.uuid4()}@{org}"
+    return ChannelConfig.objects.create(
+        channel_id=cid, channel_name=name or f"ch-{next(_seq)}", organisation_id=org, is_personal=personal
+    )
+
+
+def decision(ch: ChannelConfig, summary: str, *, by: list[str] | None = None, days_ago: float = 1, **kw) -> Decision:
+    n = next(_seq)
+    at = NOW - timedelta(days=days_ago)
+    return Decision.objects.create(
+        channel=ch,
+        organisation_id=ch.organisation_id,
+        friendly_id=kw.pop("friendly_id", f"DEC-{n:04d}"),
+        summary=summary,
+        decided_by=by or [],
+        decided_at=at,
+        source_ref=ref(f"m{n}", at=at),
+        source_key=f"k{n}",
+        **kw,
+    )
+
+
+def action(ch: ChannelConfig, description: str, *, owner: str | None = None, days_ago: float = 1, **kw) -> Action:
+    n = next(_seq)
+    at = NOW - timedelta(days=days_ago)
+    return Action.objects.create(
+        channel=ch,
+        organisation_id=ch.organisation_id,
+        friendly_id=kw.pop("friendly_id", f"ACT-{n:04d}"),
+        description=description,
+        owner_id=owner,
+        source_ref=ref(f"m{n}", at=at),
+        source_key=f"k{n}",
+        **kw,
+    )
+
+
+def signal(ch: ChannelConfig, summary: str, *, participants: list[str] | None = None, days_ago: float = 1, **kw):
+    n = next(_seq)
+    return ConversationSignal.objects.create(
+        channel=ch,
+        organisation_id=ch.organisation_id,
+        signal_type=kw.pop("signal_type", "discussion"),
+        summary=summary,
+        participants=participants or [],
+        occurred_at=NOW - timedelta(days=days_ago),
+        source_ref=ref(f"m{n}"),
+        source_key=f"k{n}",
+        **kw,
+    )
+
+
+def entity(ch: ChannelConfig, name: str, kind: str = "service", channels: list[str] | None = None, **kw) -> Entity:
+    return Entity.objects.create(
+        channel=ch,
+        channel_ids=channels or [ch.channel_id],
+        organisation_id=ch.organisation_id,
+        entity_type=kind,
+        name=name,
+        normalised_name=name.lower(),
+        **kw,
+    )
+
+
+def relate(source: Entity, target: Entity, kind: str, channels: list[str]) -> EntityRelationship:
+    return EntityRelationship.objects.create(
+        source=source, target=target, relationship=kind, organisation_id=source.organisation_id, channel_ids=channels
+    )
+
+
+def summary(ch: ChannelConfig, text: str, *, start_days_ago: float, end_days_ago: float, **kw) -> Summary:
+    return Summary.objects.create(
+        scope_type=kw.pop("scope_type", "channel"),
+        scope_id=kw.pop("scope_id", ch.channel_id),
+        organisation_id=ch.organisation_id,
+        period_start=NOW - timedelta(days=start_days_ago),
+        period_end=NOW - timedelta(days=end_days_ago),
+        granularity=kw.pop("granularity", "daily"),
+        summary=text,
+        **kw,
+    )
+
+
+def embed(record, vector: list[float], *, author: str | None = None) -> Embedding:
+    kind = {
+        "Decision": "decision",
+        "Action": "action",
+        "ConversationSignal": "signal",
+        "Summary": "summary",
+        "Entity": "entity",
+    }[type(record).__name__]
+    channel_id = record.scope_id if kind == "summary" else record.channel_id
+    return Embedding.objects.create(
+        source_type=kind,
+        source_id=record.id,
+        channel_id=channel_id,
+        organisation_id=record.organisation_id,
+        author_id=author,
+        created_at=NOW,
+        embedding=vector,
+    )
+
+
+def unit(i: int, dims: int = 384, noise: dict[int, float] | None = None) -> list[float]:
+    """A unit-ish vector along axis i (plus small components), for hand-made cosine geometry."""
+    v = [0.0] * dims
+    v[i] = 1.0
+    for j, x in (noise or {}).items():
+        v[j] = x
+    return v
