@@ -1,54 +1,111 @@
-"""One internal event model for both inbound protocols (sidecar v1 and Roman)."""
+"""One internal event model for both inbound protocols (sidecar v1 and Roman); the adapters translate into it.
+
+Mention offsets are kept as the peer sent them: UTF-16 code units (both peers are JVM processes).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+Transport = Literal["sidecar", "roman"]
 
 
-class QualifiedId(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    id: Annotated[str, Field(min_length=1, max_length=256)]
-    domain: Annotated[str, Field(min_length=1, max_length=256)]
+@dataclass(frozen=True)
+class QualifiedId:
+    id: str
+    domain: str
 
     @property
     def qualified(self) -> str:
         return f"{self.id}@{self.domain}"
 
+    @classmethod
+    def parse(cls, raw: str, default_domain: str) -> QualifiedId:
+        """ "uuid@domain" or a bare id (Roman), which gets `default_domain`."""
+        ident, sep, domain = raw.rpartition("@")
+        if sep and ident and domain:
+            return cls(ident, domain)
+        return cls(raw, default_domain)
 
-class Mention(BaseModel):
-    userId: QualifiedId
-    offset: Annotated[int, Field(ge=0)]
-    length: Annotated[int, Field(ge=1)]
+
+@dataclass(frozen=True)
+class Mention:
+    user: QualifiedId
+    offset: int  # UTF-16 code units
+    length: int  # includes the "@"
 
 
-class TextMessage(BaseModel):
-    type: Literal["text_message"]
-    eventId: str | None = None
-    conversationId: QualifiedId
-    sender: QualifiedId
-    messageId: Annotated[str, Field(min_length=1, max_length=256)]
-    timestamp: datetime
-    text: str
-    mentions: list[Mention] = []
-    quotedMessageId: str | None = None
-    expiresAfterMillis: int | None = None
+@dataclass(frozen=True)
+class Member:
+    user: QualifiedId
+    role: str = "MEMBER"
+    name: str | None = None
+    handle: str | None = None
+
+
+@dataclass(frozen=True)
+class _ChannelEvent:
+    conversation: QualifiedId
+    transport: Transport
 
     @property
     def channel_id(self) -> str:
-        return self.conversationId.qualified
+        return self.conversation.qualified
 
 
-SidecarEvent = Annotated[TextMessage, Field(discriminator="type")]
-_KNOWN = {"text_message"}
-_adapter: TypeAdapter[TextMessage] = TypeAdapter(TextMessage)
+@dataclass(frozen=True)
+class TextMessage(_ChannelEvent):
+    sender: QualifiedId
+    message_id: str
+    timestamp: datetime
+    text: str
+    bot_id: str  # Jeeves' own qualified id in this conversation (app id or Roman bot id)
+    mentions: tuple[Mention, ...] = ()
+    quoted_message_id: str | None = None
+    expires_after_ms: int | None = None
 
 
-def parse_sidecar_event(payload: object) -> TextMessage | None:
-    """Parse a sidecar v1 body; None for an event type Jeeves does not handle (answered 202)."""
-    if isinstance(payload, dict) and payload.get("type") not in _KNOWN and isinstance(payload.get("type"), str):
-        return None
-    return _adapter.validate_python(payload)
+@dataclass(frozen=True)
+class AppAdded(_ChannelEvent):
+    name: str | None
+    conversation_type: Literal["GROUP", "ONE_TO_ONE"]
+    members: tuple[Member, ...]
+    bot_id: str
+    timezone: str | None = None
+
+
+@dataclass(frozen=True)
+class UserJoined(_ChannelEvent):
+    members: tuple[Member, ...]
+    bot_id: str
+
+
+@dataclass(frozen=True)
+class UserLeft(_ChannelEvent):
+    users: tuple[QualifiedId, ...]
+    bot_id: str
+
+
+@dataclass(frozen=True)
+class ConversationDeleted(_ChannelEvent):
+    pass
+
+
+@dataclass(frozen=True)
+class ButtonClicked(_ChannelEvent):
+    sender: QualifiedId
+    referenced_message_id: str  # the composite's message id (sidecar) or the poll id (Roman)
+    button_id: str | None  # None when a Roman poll position no longer maps to a button
+    button_index: int | None = None  # Roman's positional offset, echoed in its confirmation
+    dedupe_key: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True)
+class MessageDeleted(_ChannelEvent):
+    sender: QualifiedId
+    message_id: str
+
+
+Event = TextMessage | AppAdded | UserJoined | UserLeft | ConversationDeleted | ButtonClicked | MessageDeleted

@@ -1,37 +1,271 @@
-"""Ingest: dedupe on the receipt, apply the channel's state, park the text, publish classify."""
+"""Ingest: what the bridge does with each internal event, before anything is queued.
+
+A text message: ephemeral → ignored; addressed to Jeeves → command (state commands applied
+here, the reply on the `respond` queue); otherwise, under the channel's share lock: state check
+→ receipt (dedupe) → window push → claim-check → `classify` published with `expires`.
+Returns a short outcome word for the webhook's answer; never logs text.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
 
 from django.conf import settings
 
-from knowledge import services
-from knowledge.models import ChannelConfig
-from pipeline import claimcheck
+from jeeves.celery import app as celery_app
+from jeeves.queues import Queue
+from jeeves.redis import get_redis
+from knowledge import channels, services
+from knowledge.models import ChannelConfig, MessageReceipt
+from pipeline import claimcheck, members, window
 from pipeline.tasks import classify_message
-from wire_bridge.events import TextMessage
+from wire_bridge import commands, state, tasks
+from wire_bridge.events import (
+    AppAdded,
+    ButtonClicked,
+    ConversationDeleted,
+    Event,
+    Member,
+    MessageDeleted,
+    TextMessage,
+    UserJoined,
+    UserLeft,
+)
 
 logger = logging.getLogger(__name__)
 
+SEEN_PREFIX = "jeeves:seen:"
+SEEN_TTL_S = 24 * 3600
 
-def handle(event: TextMessage) -> str:
-    channel, _ = ChannelConfig.objects.get_or_create(
-        channel_id=event.channel_id, defaults={"organisation_id": event.conversationId.domain}
-    )
-    if not channel.is_active:
-        return "dropped"
-    if event.expiresAfterMillis is not None:
+
+def handle(event: Event) -> str:
+    match event:
+        case TextMessage():
+            return handle_text(event)
+        case AppAdded():
+            return handle_app_added(event)
+        case UserJoined():
+            return handle_user_joined(event)
+        case UserLeft():
+            return handle_user_left(event)
+        case ConversationDeleted():
+            return handle_conversation_deleted(event)
+        case ButtonClicked():
+            return handle_button(event)
+        case MessageDeleted():
+            return handle_message_deleted(event)
+    raise AssertionError(f"unhandled event {type(event).__name__}")
+
+
+# --------------------------------------------------------------------------- text messages
+
+
+def handle_text(event: TextMessage) -> str:
+    if event.expires_after_ms is not None:
+        # The author asked for this message to disappear: no receipt, no window, no task.
         return "ephemeral"
-    if not services.record_receipt(
-        channel.channel_id, event.messageId, author_id=event.sender.qualified, sent_at=event.timestamp
-    ):
-        return "duplicate"
-    key = claimcheck.park(channel.channel_id, event.messageId, event.text)
-    ttl = settings.JEEVES.queue_ttl_s
+    body = commands.addressed_body(event.text, event.mentions, event.bot_id, settings.JEEVES.wire_handle)
+    if body is not None:
+        return _command(event, body)
+    outcome, epoch = _admit(event)
+    if outcome == "unknown":
+        _ensure_channel(event)
+        outcome, epoch = _admit(event)
+    if outcome != "queued":
+        return outcome
+    cid = event.channel_id
+    # Published after the receipt has committed, so the worker always finds it.
     classify_message.apply_async(
-        kwargs={"channel_id": channel.channel_id, "wire_msg_id": event.messageId, "key": key, "epoch": channel.epoch},
-        expires=ttl,
+        kwargs={
+            "channel_id": cid,
+            "wire_msg_id": event.message_id,
+            "key": claimcheck.key_for(cid, event.message_id),
+            "epoch": epoch,
+        },
+        expires=settings.JEEVES.queue_ttl_s,
     )
-    logger.info("queued classify: channel=%s msg=%s", channel.channel_id, event.messageId)
+    logger.info("queued classify: channel=%s msg=%s", cid, event.message_id)
     return "queued"
+
+
+def _admit(event: TextMessage) -> tuple[str, int]:
+    cid = event.channel_id
+    with channels.ingest_gate(cid) as gate:
+        if gate is None:
+            return "unknown", 0
+        if not gate.accepts:
+            return "dropped", gate.epoch
+        if not services.record_receipt(
+            cid, event.message_id, author_id=event.sender.qualified, sent_at=event.timestamp
+        ):
+            return "duplicate", gate.epoch
+        window.push(
+            cid,
+            window.WindowMessage(
+                id=event.message_id,
+                author_id=event.sender.qualified,
+                ts=event.timestamp,
+                text=event.text,
+                mentions=[m.user.qualified for m in event.mentions],
+                quoted_id=event.quoted_message_id,
+            ),
+        )
+        claimcheck.park(cid, event.message_id, event.text)
+        return "queued", gate.epoch
+
+
+def _ensure_channel(event: TextMessage) -> ChannelConfig:
+    return channels.ensure_channel(
+        event.channel_id, organisation_id=event.conversation.domain, transport=event.transport
+    )
+
+
+def _first_sight(channel_id: str, key: str) -> bool:
+    """A Redis marker for events without a receipt (commands, clicks): False on redelivery."""
+    return bool(get_redis().set(f"{SEEN_PREFIX}{channel_id}:{key}", 1, nx=True, ex=SEEN_TTL_S))
+
+
+def _forget_sight(channel_id: str, key: str) -> None:
+    get_redis().delete(f"{SEEN_PREFIX}{channel_id}:{key}")
+
+
+def _command(event: TextMessage, body: str) -> str:
+    cid = event.channel_id
+    command = commands.parse(body)
+    if not _first_sight(cid, event.message_id):
+        return "duplicate"
+    try:
+        return _run_command(event, body, command)
+    except Exception:
+        _forget_sight(cid, event.message_id)  # let the sender's redelivery try again
+        raise
+
+
+def _run_command(event: TextMessage, body: str, command: commands.Command) -> str:
+    cid = event.channel_id
+    channel = channels.get_channel(cid) or _ensure_channel(event)
+    if channel.left_at is not None:
+        return "dropped"
+    if channel.is_active and services.record_receipt(
+        cid, event.message_id, author_id=event.sender.qualified, sent_at=event.timestamp
+    ):
+        # Only an active channel keeps a receipt (never any text); paused/secure record nothing.
+        services.mark_receipt(cid, event.message_id, outcome=MessageReceipt.Outcome.COMMAND)
+    outcome = ""
+    if command.kind in commands.STATE_KINDS:
+        outcome = state.apply(cid, command.kind, by=event.sender.qualified)
+    others = [m.user.qualified for m in event.mentions if m.user.qualified != event.bot_id]
+    payload: dict[str, object] = {"body": body, "mentions": others}
+    if command.kind == commands.Kind.CONTEXT_STAKEHOLDERS:
+        blanked = commands.blank_mentions(event.text, event.mentions, event.bot_id)
+        payload["plain"] = commands.addressed_body(blanked, event.mentions, event.bot_id, settings.JEEVES.wire_handle)
+    key = claimcheck.park(cid, event.message_id, json.dumps(payload, ensure_ascii=False))
+    tasks.publish_command(cid, event.message_id, event.sender.qualified, command.kind, key, outcome)
+    logger.info("command: channel=%s msg=%s kind=%s %s", cid, event.message_id, command.kind, outcome)
+    return "command"
+
+
+# --------------------------------------------------------------------------- buttons
+
+
+def handle_button(event: ButtonClicked) -> str:
+    cid = event.channel_id
+    channel = channels.get_channel(cid)
+    if channel is None or channel.left_at is not None:
+        return "ignored"
+    seen = f"button:{event.dedupe_key}"
+    if not _first_sight(cid, seen):
+        return "duplicate"
+    try:
+        outcome = ""
+        kind = tasks.button_command(event.button_id)
+        if kind in commands.STATE_KINDS:
+            outcome = state.apply(cid, kind, by=event.sender.qualified)
+        tasks.publish_button(cid, event, outcome)
+    except Exception:
+        _forget_sight(cid, seen)
+        raise
+    logger.info("button: channel=%s ref=%s button=%s", cid, event.referenced_message_id, event.button_id)
+    return "button"
+
+
+# --------------------------------------------------------------------------- membership
+
+
+def _is_personal(channel_id: str, bot_id: str) -> bool:
+    humans = [m for m in members.all_members(channel_id) if m.user_id != bot_id]
+    return len(humans) == 1
+
+
+def _cache_member(m: Member) -> members.Member:
+    return members.Member(user_id=m.user.qualified, role=m.role, name=m.name, handle=m.handle)
+
+
+def handle_app_added(event: AppAdded) -> str:
+    cid = event.channel_id
+    channels.ensure_channel(
+        cid,
+        organisation_id=event.conversation.domain,
+        transport=event.transport,
+        name=event.name,
+        conversation_type=event.conversation_type,
+        tz=event.timezone,
+        rejoin=True,
+    )
+    members.replace_all(cid, [_cache_member(m) for m in event.members])
+    if event.transport == "roman":
+        # Roman names only the requester; the full list comes from its REST API, off the request path.
+        tasks.publish_member_sync(cid)
+    else:
+        channels.set_personal(cid, _is_personal(cid, event.bot_id))
+    logger.info("app added: channel=%s members=%d", cid, len(event.members))
+    return "joined"
+
+
+def handle_user_joined(event: UserJoined) -> str:
+    cid = event.channel_id
+    if channels.get_channel(cid) is None:
+        return "ignored"
+    members.add(cid, [_cache_member(m) for m in event.members])
+    channels.set_personal(cid, _is_personal(cid, event.bot_id))
+    return "members"
+
+
+def handle_user_left(event: UserLeft) -> str:
+    cid = event.channel_id
+    if event.bot_id in {u.qualified for u in event.users}:
+        _leave(cid)
+        return "left"
+    members.remove(cid, [u.qualified for u in event.users])
+    channels.set_personal(cid, _is_personal(cid, event.bot_id))
+    return "members"
+
+
+def handle_conversation_deleted(event: ConversationDeleted) -> str:
+    _leave(event.channel_id)
+    return "left"
+
+
+def _leave(channel_id: str) -> None:
+    channels.mark_left(channel_id)
+    state.forget_recent(channel_id)
+    members.flush(channel_id)
+
+
+# --------------------------------------------------------------------------- the author's wishes
+
+
+def handle_message_deleted(event: MessageDeleted) -> str:
+    cid = event.channel_id
+    window.remove(cid, event.message_id)
+    claimcheck.discard(claimcheck.key_for(cid, event.message_id))
+    if channels.get_channel(cid) is None:
+        return "ignored"
+    celery_app.send_task(
+        "pipeline.tasks.forget_message",
+        kwargs={"channel_id": cid, "wire_msg_id": event.message_id},
+        queue=Queue.EXTRACT.value,
+    )
+    logger.info("message deleted: channel=%s msg=%s", cid, event.message_id)
+    return "forgotten"

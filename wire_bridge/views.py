@@ -1,45 +1,95 @@
-"""Webhook views: the Wire edge. Authenticate, parse, hand to ingest; never 500, never log text."""
+"""Webhook views: the Wire edge. Authenticate, bound, parse, hand to ingest; never 500, never log text.
+
+Answers: 401 unauthenticated, 405 wrong method, 413 body over 256 KiB, 400 malformed (one-line
+reason naming the field, never its value), 202 unknown event type, 200 handled, 503 when a
+backing service failed (the sender retries; receipts make that safe).
+"""
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
+from collections.abc import Callable
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from pydantic import ValidationError
 
-from wire_bridge import ingest
-from wire_bridge.events import parse_sidecar_event
+from wire_bridge import ingest, roman, sidecar
+from wire_bridge.auth import bearer_ok
+from wire_bridge.events import Event
 
 logger = logging.getLogger(__name__)
 
+MAX_BODY = 256 * 1024
 
-def _bearer_ok(request: HttpRequest, secret: str) -> bool:
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    return bool(secret) and scheme.lower() == "bearer" and hmac.compare_digest(token.strip(), secret)
+
+def _error(status: int, reason: str) -> JsonResponse:
+    # No "type" key in any answer: Roman would post a body with one into the conversation.
+    return JsonResponse({"error": reason}, status=status)
+
+
+def _reason(exc: ValidationError) -> str:
+    first = exc.errors(include_url=False, include_input=False, include_context=False)[0]
+    where = ".".join(str(p) for p in first["loc"]) or "body"
+    return f"invalid event: {where}: {first['type']}"
+
+
+def _receive(request: HttpRequest, secret: str, parse: Callable[[object], Event | None]) -> JsonResponse:
+    if not bearer_ok(request, secret):
+        return _error(401, "unauthorised")
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return _error(400, "bad Content-Length")
+    if declared > MAX_BODY:
+        return _error(413, "body over 256 KiB")
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        return _error(413, "body over 256 KiB")
+    if len(body) > MAX_BODY:
+        return _error(413, "body over 256 KiB")
+    try:
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        return _error(400, "body is not JSON")
+    try:
+        event = parse(payload)
+    except ValidationError as exc:
+        return _error(400, _reason(exc))
+    except RecursionError:
+        return _error(400, "body nested too deeply")
+    if event is None:
+        return JsonResponse({"status": "ignored"}, status=202)
+    outcome = ingest.handle(event)
+    return JsonResponse({"status": outcome}, status=200)
+
+
+def _guarded(request: HttpRequest, secret: str, parse: Callable[[object], Event | None], name: str) -> JsonResponse:
+    try:
+        return _receive(request, secret, parse)
+    except Exception as exc:
+        # The exception's message may quote the payload: log its type only.
+        logger.error("%s: %s while handling an event; answered 503", name, type(exc).__name__)
+        return _error(503, "temporarily unavailable")
+
+
+def _parse_roman(payload: object) -> Event | None:
+    push = roman.parse(payload)
+    return None if push is None else roman.translate(push)
 
 
 @csrf_exempt
 @require_POST
 def sidecar_events(request: HttpRequest) -> JsonResponse:
-    if not _bearer_ok(request, settings.JEEVES.wire_secret):
-        return JsonResponse({"error": "unauthorised"}, status=401)
-    try:
-        payload = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
-        return JsonResponse({"error": "body is not JSON"}, status=400)
-    try:
-        event = parse_sidecar_event(payload)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        return JsonResponse({"error": f"invalid event: {where}: {first['type']}"}, status=400)
-    if event is None:
-        return JsonResponse({"status": "ignored"}, status=202)
-    outcome = ingest.handle(event)
-    return JsonResponse({"status": outcome}, status=200)
+    return _guarded(request, settings.JEEVES.wire_secret, sidecar.parse, "sidecar")
+
+
+@csrf_exempt
+@require_POST
+def roman_events(request: HttpRequest) -> JsonResponse:
+    return _guarded(request, settings.JEEVES.roman_secret, _parse_roman, "roman")

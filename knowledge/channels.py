@@ -1,0 +1,177 @@
+"""Channel services: the consent state machine, context, membership flags and Roman bots (`channel_config`).
+
+Every write to `channel_config` / `roman_bots` goes through here; the bridge decides when.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from knowledge.models import ChannelConfig, ChannelState, RomanBot
+
+logger = logging.getLogger(__name__)
+
+CONTEXT_FIELDS: frozenset[str] = frozenset({"purpose", "context_type", "tags", "stakeholders", "related_channels"})
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What ingest needs to know about a channel, read under a share lock."""
+
+    channel_id: str
+    state: str
+    epoch: int
+    left: bool
+
+    @property
+    def accepts(self) -> bool:
+        return self.state == ChannelState.ACTIVE and not self.left
+
+
+@dataclass(frozen=True)
+class Transition:
+    previous: str
+    current: str
+    epoch: int
+
+    @property
+    def changed(self) -> bool:
+        return self.previous != self.current
+
+
+def ensure_channel(
+    channel_id: str,
+    *,
+    organisation_id: str,
+    transport: str,
+    name: str | None = None,
+    conversation_type: str | None = None,
+    tz: str | None = None,
+    rejoin: bool = False,
+) -> ChannelConfig:
+    """The channel row, created on first sight. `rejoin` (app added) refreshes its details and clears `left_at`."""
+    defaults: dict[str, object] = {"organisation_id": organisation_id, "transport": transport}
+    if name is not None:
+        defaults["channel_name"] = name
+    if conversation_type is not None:
+        defaults["conversation_type"] = conversation_type
+    if tz is not None:
+        defaults["timezone"] = tz
+    channel, created = ChannelConfig.objects.get_or_create(channel_id=channel_id, defaults=defaults)
+    if rejoin and not created:
+        fields = {k: v for k, v in defaults.items() if k != "organisation_id"}
+        if channel.left_at is not None:
+            fields.update(left_at=None, joined_at=timezone.now())
+        ChannelConfig.objects.filter(channel_id=channel_id).update(**fields)
+        channel.refresh_from_db()
+    return channel
+
+
+@contextmanager
+def ingest_gate(channel_id: str) -> Iterator[Gate | None]:
+    """Hold a share lock on the channel row while a message is admitted.
+
+    A state change (an UPDATE) waits for admissions in flight and later ones see the new state,
+    so a secure-mode flush that runs after the change commits catches everything admitted before it.
+    """
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT state, epoch, left_at IS NOT NULL FROM channel_config WHERE channel_id = %s FOR SHARE",
+            [channel_id],
+        )
+        row = cursor.fetchone()
+        yield None if row is None else Gate(channel_id=channel_id, state=row[0], epoch=row[1], left=row[2])
+
+
+def set_state(channel_id: str, state: ChannelState, *, by: str) -> Transition:
+    """Move the channel to `state`, recording who and when.
+
+    Entering secure bumps `epoch` (workers drop tasks of the old epoch) and opens a
+    `secure_ranges` entry; leaving secure closes it. Secure is not downgraded to paused.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        channel = ChannelConfig.objects.select_for_update().get(channel_id=channel_id)
+        previous = channel.state
+        target = state
+        if previous == ChannelState.SECURE and state == ChannelState.PAUSED:
+            target = ChannelState.SECURE
+        if previous == target:
+            return Transition(previous=previous, current=previous, epoch=channel.epoch)
+        ranges = list(channel.secure_ranges or [])
+        if target == ChannelState.SECURE:
+            channel.epoch += 1
+            ranges.append({"start": now.isoformat(), "end": None})
+        elif previous == ChannelState.SECURE:
+            for entry in ranges:
+                if entry.get("end") is None:
+                    entry["end"] = now.isoformat()
+        channel.state = target
+        channel.state_changed_at = now
+        channel.state_changed_by = by
+        channel.secure_ranges = ranges
+        channel.save(update_fields=["state", "state_changed_at", "state_changed_by", "epoch", "secure_ranges"])
+    logger.info("channel state: channel=%s %s -> %s epoch=%s", channel_id, previous, target, channel.epoch)
+    return Transition(previous=previous, current=target, epoch=channel.epoch)
+
+
+def set_context(channel_id: str, field: str, value: str | list[str], *, by: str) -> None:
+    """Set one context field (purpose, context_type, tags, stakeholders, related_channels)."""
+    if field not in CONTEXT_FIELDS:
+        raise ValueError(f"not a context field: {field}")
+    ChannelConfig.objects.filter(channel_id=channel_id).update(
+        **{field: value}, context_updated_at=timezone.now(), context_updated_by=by
+    )
+
+
+def set_personal(channel_id: str, is_personal: bool) -> None:
+    ChannelConfig.objects.filter(channel_id=channel_id).exclude(is_personal=is_personal).update(is_personal=is_personal)
+
+
+def mark_left(channel_id: str, when: datetime | None = None) -> bool:
+    """Jeeves was removed (or the conversation deleted): stop processing. True when it was not marked yet."""
+    updated = ChannelConfig.objects.filter(channel_id=channel_id, left_at__isnull=True).update(
+        left_at=when or timezone.now()
+    )
+    if updated:
+        logger.info("channel left: channel=%s", channel_id)
+    return bool(updated)
+
+
+def get_channel(channel_id: str) -> ChannelConfig | None:
+    return ChannelConfig.objects.filter(channel_id=channel_id).first()
+
+
+# --------------------------------------------------------------------------- Roman bots
+
+
+def store_roman_bot(bot_id: str, channel_id: str | None, token_ciphertext: str) -> None:
+    """Keep a Roman bot's lifelong token (already encrypted by the caller)."""
+    defaults: dict[str, object] = {"token_ciphertext": token_ciphertext, "removed_at": None}
+    if channel_id is not None:
+        defaults["channel_id"] = channel_id
+    RomanBot.objects.update_or_create(bot_id=bot_id, defaults=defaults)
+
+
+def roman_bot(bot_id: str) -> RomanBot | None:
+    return RomanBot.objects.filter(bot_id=bot_id).first()
+
+
+def roman_bot_for_channel(channel_id: str) -> RomanBot | None:
+    return RomanBot.objects.filter(channel_id=channel_id, removed_at__isnull=True).order_by("-created_at").first()
+
+
+def remove_roman_bot(bot_id: str) -> str | None:
+    """Mark the bot removed; returns its channel id."""
+    bot = roman_bot(bot_id)
+    if bot is None:
+        return None
+    RomanBot.objects.filter(bot_id=bot_id).update(removed_at=timezone.now())
+    return bot.channel_id

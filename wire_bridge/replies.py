@@ -1,0 +1,58 @@
+"""What Jeeves says for the commands the bridge answers itself (voice: DESIGN.md §7, wording: seed plan §5.1)."""
+
+from __future__ import annotations
+
+# Seed plan §5.1, word for word.
+RESUMED = "Very good. I shall resume my duties forthwith."
+PAUSED = "Understood. I shall step out. Do let me know when you require my attention again."
+SECURED = (
+    "Of course. I have cleared my short-term recollection of this channel and shall disregard all "
+    "proceedings until further notice."
+)
+
+ALREADY_ACTIVE = "I am already attending to this channel, and shall continue to do so."
+ALREADY_PAUSED = "I have already stepped out, and shall remain so until you require my attention."
+ALREADY_SECURE = (
+    "My short-term recollection of this channel remains cleared, and I continue to disregard all proceedings."
+)
+STILL_SECURE = (
+    "One notes that secure mode remains in force. I shall go on disregarding all proceedings until "
+    'someone says "ears on".'
+)
+
+CONTEXT_PURPOSE = "Very good. I have noted the purpose of this channel."
+CONTEXT_TYPE = "Very good. I have noted that this is a {value} channel."
+CONTEXT_TYPE_UNKNOWN = (
+    "I'm afraid I know only four kinds of channel: customer, project, team and general. Shall I note one of those?"
+)
+CONTEXT_TAGS = "Very good. I have noted the tags: {value}."
+CONTEXT_STAKEHOLDERS = "Very good. I have noted the stakeholders: "
+CONTEXT_RELATED = "Very good. I have noted the related channels: {value}."
+CONTEXT_EMPTY = (
+    "I'm afraid I did not quite catch what I am to note. Shall we try "
+    '"@{handle} context: a line on what this channel is for"?'
+)
+
+DISMISSED = "Very good. I shall let the matter rest."
+EMPTY = 'At your service. Should you wish to know what I can do, simply say "@{handle} help".'
+EXPIRED = "I'm afraid your request slipped away before I could attend to it. Might I trouble you to ask once more?"
+BUTTON_LAPSED = "I'm afraid that choice has lapsed. Shall I be asked afresh?"
+BUTTON_UNKNOWN = "I'm afraid I do not recognise that choice."
+STALE_STILL_OPEN = "Very good. I shall note that {value} remains in hand."
+STALE_CANCELLED = "Very good. I shall consider {value} withdrawn."
+CONTRADICTION_KEPT = "Very good. I shall regard both decisions as standing."
+
+HELP = """At your service. You may address me as @{handle}, followed by:
+- "pause" or "step out": I stop listening until asked to resume
+- "resume", "come back" or "unpause": I listen again
+- "secure mode" or "ears off": I forget the recent conversation and disregard all proceedings
+- "secure mode off" or "ears on": secure mode ends
+- "status": how matters stand in this channel
+- "catch me up" or "what did I miss": a summary of what passed since your last message
+- "context: …", and "context type|tags|stakeholders|related: …": what this channel is about
+- "decisions", "actions" or "actions mine": the current record
+- "done ACT-n": an action is complete
+- "supersede DEC-n with DEC-m": a decision has been replaced
+- "dismiss": I let the matter I raised rest
+- "help": this list
+Anything else I shall take as a question, and answer from what this channel has recorded."""

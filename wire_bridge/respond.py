@@ -1,0 +1,209 @@
+"""What the respond worker does for a command, a question or a button click: build the reply, send it.
+
+Knowledge-reading commands are answered by `retrieval.commands`; the bridge words the state,
+context and housekeeping replies itself (wire_bridge/replies.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from django.conf import settings
+
+from jeeves.redis import get_redis
+from knowledge import channels
+from knowledge.models import ChannelState
+from pipeline import claimcheck, members
+from retrieval import commands as knowledge_commands
+from wire_bridge import replies
+from wire_bridge.commands import Command, Kind, parse, split_list
+from wire_bridge.outbound import Button, MentionSpan, Reply, send
+
+logger = logging.getLogger(__name__)
+
+REPLIED_PREFIX = "jeeves:replied:"
+REPLIED_TTL_S = 24 * 3600
+CONTEXT_TYPES = ("customer", "project", "team", "general")
+
+STATE_REPLIES: dict[str, str] = {
+    "paused": replies.PAUSED,
+    "already_paused": replies.ALREADY_PAUSED,
+    "still_secure": replies.STILL_SECURE,
+    "secure": replies.SECURED,
+    "already_secure": replies.ALREADY_SECURE,
+    "active": replies.RESUMED,
+    "already_active": replies.ALREADY_ACTIVE,
+}
+# Buttons offered with a state reply and with the status: the way out of the state one is in.
+STATE_BUTTONS: dict[str, tuple[Button, ...]] = {
+    ChannelState.ACTIVE: (Button("cmd:pause", "Step out"), Button("cmd:secure", "Secure mode")),
+    ChannelState.PAUSED: (Button("cmd:resume", "Resume"), Button("cmd:secure", "Secure mode")),
+    ChannelState.SECURE: (Button("cmd:secure_off", "Ears on"),),
+}
+_OUTCOME_STATE = {
+    "paused": ChannelState.PAUSED,
+    "already_paused": ChannelState.PAUSED,
+    "still_secure": ChannelState.SECURE,
+    "secure": ChannelState.SECURE,
+    "already_secure": ChannelState.SECURE,
+}
+
+
+def already_replied(channel_id: str, ref: str) -> bool:
+    return bool(get_redis().exists(f"{REPLIED_PREFIX}{channel_id}:{ref}"))
+
+
+def _mark_replied(channel_id: str, ref: str) -> None:
+    get_redis().set(f"{REPLIED_PREFIX}{channel_id}:{ref}", 1, ex=REPLIED_TTL_S)
+
+
+def state_reply(outcome: str) -> Reply:
+    buttons = STATE_BUTTONS[_OUTCOME_STATE[outcome]] if outcome in _OUTCOME_STATE else ()
+    return Reply(STATE_REPLIES[outcome], buttons=buttons)
+
+
+def reply_to_command(channel_id: str, wire_msg_id: str, user_id: str, kind: str, key: str, outcome: str) -> None:
+    """Answer one command or question addressed to Jeeves, at most once per message."""
+    if already_replied(channel_id, wire_msg_id):
+        return
+    if outcome in STATE_REPLIES:
+        reply = state_reply(outcome)
+    else:
+        raw = claimcheck.claim(key)
+        if raw is None:
+            reply = Reply(replies.EXPIRED, reply_to=wire_msg_id)
+        else:
+            payload = json.loads(raw)
+            command = parse(payload["body"])
+            if command.kind == Kind.CONTEXT_STAKEHOLDERS:
+                # The argument without the mentioned names: they are stored by id instead.
+                command = Command(command.kind, argument=parse(payload.get("plain", "")).argument)
+            reply = build_reply(channel_id, user_id, wire_msg_id, command, payload.get("mentions", []))
+    send(channel_id, reply)
+    _mark_replied(channel_id, wire_msg_id)
+    claimcheck.discard(key)
+
+
+def build_reply(channel_id: str, user_id: str, wire_msg_id: str, command: Command, mentioned: list[str]) -> Reply:
+    handle = settings.JEEVES.wire_handle
+    match command.kind:
+        case Kind.QUESTION:
+            answer = knowledge_commands.answer_question(channel_id, user_id, command.argument)
+            return Reply(answer, reply_to=wire_msg_id)
+        case Kind.STATUS:
+            channel = channels.get_channel(channel_id)
+            buttons = STATE_BUTTONS.get(channel.state, ()) if channel else ()
+            return Reply(knowledge_commands.channel_status(channel_id, user_id), buttons=buttons)
+        case Kind.CATCH_UP:
+            return Reply(knowledge_commands.catch_me_up(channel_id, user_id))
+        case Kind.DECISIONS:
+            return Reply(knowledge_commands.list_decisions(channel_id, user_id))
+        case Kind.ACTIONS | Kind.ACTIONS_MINE:
+            return Reply(knowledge_commands.list_actions(channel_id, user_id, command.kind == Kind.ACTIONS_MINE))
+        case Kind.DONE:
+            return Reply(knowledge_commands.mark_action_done(channel_id, user_id, command.ids[0]))
+        case Kind.SUPERSEDE:
+            old, new = command.ids
+            return Reply(knowledge_commands.supersede_decision(channel_id, user_id, old, new))
+        case Kind.CONTEXT | Kind.CONTEXT_TYPE | Kind.CONTEXT_TAGS | Kind.CONTEXT_STAKEHOLDERS | Kind.CONTEXT_RELATED:
+            return _set_context(channel_id, user_id, command, mentioned)
+        case Kind.DISMISS:
+            return Reply(replies.DISMISSED)
+        case Kind.HELP:
+            return Reply(replies.HELP.format(handle=handle))
+        case Kind.EMPTY:
+            return Reply(replies.EMPTY.format(handle=handle))
+    raise AssertionError(f"no reply for {command.kind}")
+
+
+def _set_context(channel_id: str, user_id: str, command: Command, mentioned: list[str]) -> Reply:
+    argument = command.argument
+    if not argument and not (command.kind == Kind.CONTEXT_STAKEHOLDERS and mentioned):
+        return Reply(replies.CONTEXT_EMPTY.format(handle=settings.JEEVES.wire_handle))
+    match command.kind:
+        case Kind.CONTEXT:
+            channels.set_context(channel_id, "purpose", argument, by=user_id)
+            return Reply(replies.CONTEXT_PURPOSE)
+        case Kind.CONTEXT_TYPE:
+            value = argument.strip(" .").lower()
+            if value not in CONTEXT_TYPES:
+                return Reply(replies.CONTEXT_TYPE_UNKNOWN)
+            channels.set_context(channel_id, "context_type", value, by=user_id)
+            return Reply(replies.CONTEXT_TYPE.format(value=value))
+        case Kind.CONTEXT_TAGS:
+            tags = [t.lower() for t in split_list(argument)]
+            channels.set_context(channel_id, "tags", tags, by=user_id)
+            return Reply(replies.CONTEXT_TAGS.format(value=", ".join(tags)))
+        case Kind.CONTEXT_RELATED:
+            related = split_list(argument)
+            channels.set_context(channel_id, "related_channels", related, by=user_id)
+            return Reply(replies.CONTEXT_RELATED.format(value=", ".join(related)))
+    return _set_stakeholders(channel_id, user_id, argument, mentioned)
+
+
+def _set_stakeholders(channel_id: str, user_id: str, argument: str, mentioned: list[str]) -> Reply:
+    """Mentioned members are stored by id and named back with a mention; other names are kept as written."""
+    known = {m.user_id: m for m in members.all_members(channel_id)}
+    plain = split_list(argument)
+    channels.set_context(channel_id, "stakeholders", [*mentioned, *plain], by=user_id)
+    text = replies.CONTEXT_STAKEHOLDERS
+    spans: list[MentionSpan] = []
+    for uid in mentioned:
+        member = known.get(uid)
+        name = (member.name or member.handle) if member else None
+        label = "@" + (name or uid.split("@")[0])
+        if spans:
+            text += ", "
+        spans.append(MentionSpan(uid, len(text), len(label)))
+        text += label
+    if plain:
+        text += (", " if spans else "") + ", ".join(plain)
+    return Reply(text + ".", mentions=tuple(spans))
+
+
+def reply_to_button(
+    channel_id: str,
+    user_id: str,
+    referenced_message_id: str,
+    button_id: str | None,
+    button_index: int | None,
+    outcome: str,
+    dedupe_key: str,
+) -> None:
+    """Confirm a click to the peer, then act on the button and answer."""
+    ref = f"button:{dedupe_key}"
+    if already_replied(channel_id, ref):
+        return
+    from wire_bridge.outbound import confirm_button
+
+    confirm_button(channel_id, referenced_message_id, button_id, user_id, button_index)
+    send(channel_id, button_reply(channel_id, user_id, button_id, outcome))
+    _mark_replied(channel_id, ref)
+
+
+def button_reply(channel_id: str, user_id: str, button_id: str | None, outcome: str) -> Reply:
+    """Button ids Jeeves hands out: `cmd:<command>`, `stale:ACT-n:done`, `contradiction:DEC-a:DEC-b:<choice>`."""
+    if button_id is None:
+        return Reply(replies.BUTTON_LAPSED)
+    if outcome in STATE_REPLIES:
+        return state_reply(outcome)
+    prefix, _, rest = button_id.partition(":")
+    if prefix == "cmd":
+        try:
+            kind = Kind(rest)
+        except ValueError:
+            return Reply(replies.BUTTON_UNKNOWN)
+        if kind in {Kind.STATUS, Kind.HELP, Kind.DECISIONS, Kind.ACTIONS, Kind.ACTIONS_MINE, Kind.CATCH_UP}:
+            return build_reply(channel_id, user_id, "", Command(kind), [])
+    if prefix == "stale":
+        friendly, _, choice = rest.partition(":")
+        if choice == "done":
+            return Reply(knowledge_commands.mark_action_done(channel_id, user_id, friendly))
+    if prefix == "contradiction":
+        parts = rest.split(":")
+        if len(parts) == 3 and parts[2] == "supersede":
+            return Reply(knowledge_commands.supersede_decision(channel_id, user_id, parts[0], parts[1]))
+        if len(parts) == 3 and parts[2] in {"keep", "dismiss"}:
+            return Reply(replies.CONTRADICTION_KEPT if parts[2] == "keep" else replies.DISMISSED)
+    return Reply(replies.BUTTON_UNKNOWN)

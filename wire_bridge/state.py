@@ -1,0 +1,55 @@
+"""Consent state at the edge: apply a state command and, on secure, forget what rests in Redis at once."""
+
+from __future__ import annotations
+
+import re
+
+from jeeves.redis import get_redis
+from knowledge import channels
+from knowledge.models import ChannelState
+from pipeline import claimcheck, window
+from wire_bridge.commands import Kind
+
+_TARGET: dict[Kind, ChannelState] = {
+    Kind.PAUSE: ChannelState.PAUSED,
+    Kind.RESUME: ChannelState.ACTIVE,
+    Kind.SECURE_OFF: ChannelState.ACTIVE,
+    Kind.SECURE: ChannelState.SECURE,
+}
+
+
+def apply(channel_id: str, kind: Kind, *, by: str) -> str:
+    """Apply a state command; returns the outcome the reply is worded from.
+
+    paused | already_paused | still_secure | secure | already_secure | active | already_active
+    """
+    transition = channels.set_state(channel_id, _TARGET[kind], by=by)
+    if transition.current == ChannelState.SECURE:
+        # After the state change has committed: anything admitted before it is in Redis by now.
+        forget_recent(channel_id)
+    if kind == Kind.PAUSE:
+        if transition.current == ChannelState.SECURE:
+            return "still_secure"
+        return "paused" if transition.changed else "already_paused"
+    if kind == Kind.SECURE:
+        return "secure" if transition.changed else "already_secure"
+    return "active" if transition.changed else "already_active"
+
+
+def forget_recent(channel_id: str) -> None:
+    """Flush the channel's window and delete its pending claim-check text (DESIGN.md §5)."""
+    window.flush(channel_id)
+    purge_pending_text(channel_id)
+
+
+def purge_pending_text(channel_id: str) -> int:
+    client = get_redis()
+    pattern = _glob_escape(claimcheck.key_for(channel_id, "")) + "*"
+    keys = list(client.scan_iter(match=pattern, count=500))
+    if keys:
+        client.delete(*keys)
+    return len(keys)
+
+
+def _glob_escape(value: str) -> str:
+    return re.sub(r"([\\*?\[\]])", r"\\\1", value)

@@ -1,0 +1,131 @@
+"""Tasks of the bridge on the `respond` queue: answer commands and clicks, send replies, sync Roman members.
+
+Thin: each parses its arguments and calls `wire_bridge.respond`. No message text in any argument:
+commands and questions travel by claim-check key, like classify.
+
+For other components (by name, without importing the bridge):
+`send_task("wire_bridge.tasks.send_message", kwargs={"channel_id", "key", "buttons": [[id, text], ...],
+"reply_to": str|None})` posts the text parked under `key` (pipeline.claimcheck) into the channel.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+
+from jeeves.queues import Queue
+from knowledge import channels
+from pipeline import claimcheck, members
+from wire_bridge import respond
+from wire_bridge.commands import STATE_KINDS, Kind
+from wire_bridge.events import ButtonClicked
+from wire_bridge.outbound import Button, OutboundError, Reply, roman_members, send
+
+logger = logging.getLogger(__name__)
+
+# A state change has already taken effect at the bridge; its acknowledgement may arrive late
+# rather than never. Other commands expire with their claim-check text.
+STATE_REPLY_EXPIRES_S = 600
+
+
+def publish_command(channel_id: str, wire_msg_id: str, user_id: str, kind: Kind, key: str, outcome: str) -> None:
+    expires = STATE_REPLY_EXPIRES_S if kind in STATE_KINDS else settings.JEEVES.queue_ttl_s
+    respond_to_command.apply_async(
+        kwargs={
+            "channel_id": channel_id,
+            "wire_msg_id": wire_msg_id,
+            "user_id": user_id,
+            "kind": kind.value,
+            "key": key,
+            "outcome": outcome,
+        },
+        expires=expires,
+    )
+
+
+def button_command(button_id: str | None) -> Kind | None:
+    """The command a `cmd:<kind>` button stands for."""
+    if not button_id or not button_id.startswith("cmd:"):
+        return None
+    try:
+        return Kind(button_id.removeprefix("cmd:"))
+    except ValueError:
+        return None
+
+
+def publish_button(channel_id: str, event: ButtonClicked, outcome: str) -> None:
+    respond_to_button.apply_async(
+        kwargs={
+            "channel_id": channel_id,
+            "user_id": event.sender.qualified,
+            "referenced_message_id": event.referenced_message_id,
+            "button_id": event.button_id,
+            "button_index": event.button_index,
+            "outcome": outcome,
+            "dedupe_key": event.dedupe_key,
+        },
+        expires=STATE_REPLY_EXPIRES_S,
+    )
+
+
+def publish_member_sync(channel_id: str) -> None:
+    sync_roman_members.apply_async(kwargs={"channel_id": channel_id}, expires=STATE_REPLY_EXPIRES_S)
+
+
+@shared_task(name="wire_bridge.tasks.respond_to_command", queue=Queue.RESPOND.value)
+def respond_to_command(channel_id: str, wire_msg_id: str, user_id: str, kind: str, key: str, outcome: str) -> None:
+    try:
+        respond.reply_to_command(channel_id, wire_msg_id, user_id, kind, key, outcome)
+    except OutboundError as exc:
+        logger.warning("reply not delivered: channel=%s msg=%s (%s)", channel_id, wire_msg_id, type(exc).__name__)
+
+
+@shared_task(name="wire_bridge.tasks.respond_to_button", queue=Queue.RESPOND.value)
+def respond_to_button(
+    channel_id: str,
+    user_id: str,
+    referenced_message_id: str,
+    button_id: str | None,
+    button_index: int | None,
+    outcome: str,
+    dedupe_key: str,
+) -> None:
+    try:
+        respond.reply_to_button(
+            channel_id, user_id, referenced_message_id, button_id, button_index, outcome, dedupe_key
+        )
+    except OutboundError as exc:
+        logger.warning("button reply not delivered: channel=%s (%s)", channel_id, type(exc).__name__)
+
+
+@shared_task(name="wire_bridge.tasks.send_message", queue=Queue.RESPOND.value)
+def send_message(
+    channel_id: str, key: str, buttons: list[list[str]] | None = None, reply_to: str | None = None
+) -> None:
+    text = claimcheck.claim(key)
+    if text is None:
+        logger.info("send_message expired: channel=%s", channel_id)
+        return
+    reply = Reply(text, buttons=tuple(Button(b[0], b[1]) for b in buttons or []), reply_to=reply_to)
+    try:
+        send(channel_id, reply)
+    except OutboundError as exc:
+        logger.warning("message not delivered: channel=%s (%s)", channel_id, type(exc).__name__)
+        return
+    claimcheck.discard(key)
+
+
+@shared_task(name="wire_bridge.tasks.sync_roman_members", queue=Queue.RESPOND.value)
+def sync_roman_members(channel_id: str) -> None:
+    """Roman reports no departures: take the member list from its REST API when the bot joins."""
+    try:
+        users = roman_members(channel_id)
+    except OutboundError as exc:
+        logger.warning("roman members not synced: channel=%s (%s)", channel_id, type(exc).__name__)
+        return
+    known = {m.user_id: m for m in members.all_members(channel_id)}
+    members.replace_all(channel_id, [known.get(u, members.Member(user_id=u)) for u in users])
+    channels.set_personal(channel_id, len(users) == 1)
+    logger.info("roman members synced: channel=%s members=%d", channel_id, len(users))
