@@ -1,0 +1,62 @@
+"""The embedder: bundled MiniLM (loaded once), the start-up probe, and the provider fallback to local."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from jeeves.config import SlotConfig
+from pipeline import embedder
+
+
+@pytest.fixture(autouse=True)
+def _reset_probe_state() -> None:
+    yield
+    embedder._disabled = False
+
+
+def _with_embed_slot(model: str, **extra: object) -> override_settings:
+    slots = {**settings.JEEVES.slots, "embed": SlotConfig(model=model, fallback="local")}
+    return override_settings(JEEVES=dataclasses.replace(settings.JEEVES, slots=slots, **extra))
+
+
+def test_local_embeds_in_batches_to_384_normalised_dims_and_ranks_by_meaning() -> None:
+    vectors = embedder.embed(["the invoice job failed", "billing run crashed", "lunch at noon?"])
+    assert [len(v) for v in vectors] == [384, 384, 384]
+    assert embedder.dims() == 384
+    assert abs(sum(x * x for x in vectors[0]) - 1.0) < 1e-3
+
+    def cos(a: list[float], b: list[float]) -> float:
+        return sum(x * y for x, y in zip(a, b, strict=True))
+
+    assert cos(vectors[0], vectors[1]) > cos(vectors[0], vectors[2])
+    assert embedder.embed([]) == []
+
+
+def test_probe_passes_with_matching_dims() -> None:
+    with override_settings(JEEVES=dataclasses.replace(settings.JEEVES, embed_dims=384)):
+        assert embedder.probe() is True
+    assert embedder.enabled()
+
+
+def test_probe_disables_embedding_on_a_dimension_mismatch_with_one_clear_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with override_settings(JEEVES=dataclasses.replace(settings.JEEVES, embed_dims=1024)):
+        with caplog.at_level(logging.ERROR, logger="pipeline.embedder"):
+            assert embedder.probe() is False
+    assert not embedder.enabled()
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(lines) == 1
+    assert "384" in lines[0] and "JEEVES_EMBED_DIMS=1024" in lines[0]
+
+
+def test_an_unreachable_provider_falls_back_to_local() -> None:
+    # Nothing listens on port 9: litellm fails fast and the slot falls back to the bundled model.
+    with _with_embed_slot("openai/text-embedding-3-small", llm_base_url="http://127.0.0.1:9/v1", llm_timeout_ms=2000):
+        vectors = embedder.embed(["a decision about retries"])
+    assert len(vectors[0]) == 384

@@ -1,0 +1,57 @@
+"""Offline Tier 1: cue categories, high signal, gists that paraphrase; never crashes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.offline import classify
+from pipeline.offline.classify import cue_categories
+from pipeline.offline.verbatim import longest_common_run
+from tests.pipeline.test_offline_extract import ANA, BEN, BOT, CTX
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("agreed: we ship the new onboarding flow on Monday", "decision"),
+        ("final call, the contract goes to the cheaper vendor", "decision"),
+        ("I'll draft the announcement this afternoon", "action"),
+        ("blocked on the staging credentials, can't test until someone grants access", "blocker"),
+        ("does anyone know where the rota lives?", "question"),
+        ("deployed to prod ✅", "update"),
+        ("here's the doc https://docs.example/x", "reference"),
+        ("morning all", "routine"),
+    ],
+)
+def test_cue_categories(text: str, expected: str) -> None:
+    assert expected in cue_categories(text, mentions_others=False)
+
+
+def test_a_proposal_is_discussion_not_a_decision() -> None:
+    found = cue_categories("what if we moved the sync onto the queue instead?", mentions_others=False)
+    assert "decision" not in found
+
+
+def test_classify_high_signal_and_gist_is_a_paraphrase() -> None:
+    text = "ok let's go with the managed Postgres offering for the analytics-db, the team will migrate next sprint"
+    result = classify(text, CTX, ANA.user_id, [])
+    assert "decision" in result.categories
+    assert result.is_high_signal
+    assert result.gist.startswith("Ana ")
+    assert longest_common_run(result.gist, [text]) < 5
+
+
+def test_messages_to_the_bot_are_never_high_signal() -> None:
+    result = classify("@jeeves pause", CTX, BEN.user_id, [BOT.user_id])
+    assert result.categories == ["routine"]
+    assert not result.is_high_signal
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.one_of(st.text(max_size=500), st.just(""), st.just("🎉🎉"), st.just("x" * 10000)))
+def test_classify_never_crashes(text: str) -> None:
+    result = classify(text, CTX, ANA.user_id, [BEN.user_id])
+    assert result.categories
+    assert longest_common_run(result.gist, [text]) < 10
