@@ -2,11 +2,38 @@
 
 from __future__ import annotations
 
-from django.db import IntegrityError, transaction
+import hashlib
+import logging
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
+from pgvector.django import CosineDistance
 
-from knowledge.models import ChannelConfig, ChannelState, MessageReceipt, PipelineCounter
+from knowledge.models import (
+    Action,
+    ActionStatus,
+    ChannelConfig,
+    ChannelState,
+    ConversationSignal,
+    Decision,
+    DecisionStatus,
+    Embedding,
+    Entity,
+    EntityRelationship,
+    LlmCall,
+    MessageReceipt,
+    PipelineCounter,
+)
+
+logger = logging.getLogger(__name__)
 
 
 def channel_accepts(channel_id: str, epoch: int) -> bool:
@@ -26,6 +53,16 @@ def record_receipt(channel_id: str, wire_msg_id: str, *, author_id: str | None, 
     except IntegrityError:
         return False
     return True
+
+
+def receipt_tier(channel_id: str, wire_msg_id: str) -> int:
+    """How far the message went (0 received, 1 classified, 2 extracted); -1 when there is no receipt."""
+    tier = (
+        MessageReceipt.objects.filter(channel_id=channel_id, wire_msg_id=wire_msg_id)
+        .values_list("tier", flat=True)
+        .first()
+    )
+    return -1 if tier is None else tier
 
 
 def mark_receipt(
@@ -54,3 +91,553 @@ def bump_counter(channel_id: str, name: str, by: int = 1) -> None:
                 PipelineCounter.objects.create(channel_id=channel_id, name=name, value=by)
         except IntegrityError:
             PipelineCounter.objects.filter(channel_id=channel_id, name=name).update(value=F("value") + by)
+
+
+# --------------------------------------------------------------------------- the no-verbatim guard
+
+# Stored text may share at most nine consecutive words with a message (DESIGN.md §1); ten is a copy.
+VERBATIM_RUN = 10
+_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*", re.UNICODE)
+
+
+class VerbatimText(ValueError):
+    """A text about to be stored repeats a run of ten or more words of a message."""
+
+
+def _words(text: str) -> list[str]:
+    return [w.casefold().replace("\u2019", "'") for w in _WORD.findall(text or "")]
+
+
+def _shingles(words: Sequence[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def guard_text(text: str | None, sources: Sequence[str]) -> str | None:
+    """`text` unchanged when it shares no run of ten words with any source; VerbatimText otherwise."""
+    if not text:
+        return text
+    mine = _shingles(_words(text), VERBATIM_RUN)
+    if mine and any(mine & _shingles(_words(s), VERBATIM_RUN) for s in sources):
+        raise VerbatimText("stored text would repeat ten or more words of a message")
+    return text
+
+
+# --------------------------------------------------------------------------- source refs and keys
+
+
+def source_ref(messages: Sequence[tuple[str, datetime]]) -> dict:
+    """{"wire_msg_ids": [...], "timestamp_range": {start, end}} from (wire_msg_id, sent_at) pairs."""
+    ordered = sorted(messages, key=lambda m: (m[1], m[0]))
+    ids = list(dict.fromkeys(m[0] for m in ordered))
+    return {
+        "wire_msg_ids": ids,
+        "timestamp_range": {"start": ordered[0][1].isoformat(), "end": ordered[-1][1].isoformat()},
+    }
+
+
+def merge_source_refs(old: dict, new: dict) -> dict:
+    ids = list(dict.fromkeys([*old.get("wire_msg_ids", []), *new.get("wire_msg_ids", [])]))
+    old_range, new_range = old.get("timestamp_range") or {}, new.get("timestamp_range") or {}
+    starts = [s for s in (old_range.get("start"), new_range.get("start")) if s]
+    ends = [e for e in (old_range.get("end"), new_range.get("end")) if e]
+    return {
+        "wire_msg_ids": ids,
+        "timestamp_range": {
+            "start": min(starts, key=datetime.fromisoformat) if starts else None,
+            "end": max(ends, key=datetime.fromisoformat) if ends else None,
+        },
+    }
+
+
+def source_key(kind: str, wire_msg_ids: Sequence[str], ordinal: int = 0) -> str:
+    """Natural key of an extracted record: its kind, its sorted source ids and its ordinal among
+    records of the same kind resting on the same ids in one run (two decisions in one message)."""
+    digest = hashlib.sha1("\x1f".join(sorted(set(wire_msg_ids))).encode()).hexdigest()[:20]
+    return f"{kind}:{digest}:{ordinal}"
+
+
+def next_friendly_id(channel_id: str, kind: str) -> str:
+    """DEC-0007 / ACT-0012: one atomic upsert, safe under concurrent workers."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO friendly_id_sequences (channel_id, kind, last_value) VALUES (%s, %s, 1)
+            ON CONFLICT (channel_id, kind) DO UPDATE SET last_value = friendly_id_sequences.last_value + 1
+            RETURNING last_value
+            """,
+            [channel_id, kind],
+        )
+        (value,) = cursor.fetchone()
+    return f"{kind}-{value:04d}"
+
+
+def _ids_of(ref: dict | None) -> list[str]:
+    return list((ref or {}).get("wire_msg_ids") or [])
+
+
+def _figures(text: str) -> set[str]:
+    return set(re.findall(r"\d+(?:[.,]\d+)?", text))
+
+
+# --------------------------------------------------------------------------- decisions, actions, signals
+
+DECISION_DEDUP_COSINE = 0.9
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a write did: the row, and whether it was new (False: an existing row was updated)."""
+
+    record: models.Model
+    created: bool
+
+
+def record_decision(
+    channel: ChannelConfig,
+    *,
+    summary: str,
+    rationale: str | None,
+    decided_by: list[str],
+    decided_at: datetime,
+    confidence: float,
+    source: dict,
+    sources_text: Sequence[str],
+    key: str,
+    tags: list[str] | None = None,
+    extraction_model: str | None = None,
+    prompt_version: str | None = None,
+    vector: Sequence[float] | None = None,
+    restates: str | None = None,
+) -> Written:
+    """Insert a decision, or, when it restates an active one of the channel (the model says so, or
+    cosine ≥ 0.9 on the synthesised text with the same figures), extend that row's source_ref."""
+    summary = guard_text(summary, sources_text) or ""
+    rationale = guard_text(rationale, sources_text)
+    existing = Decision.objects.filter(channel=channel, source_key=key).first()
+    if existing is not None:
+        return Written(existing, False)
+    restated = _restated_decision(channel, summary, vector, restates)
+    if restated is not None:
+        restated.source_ref = merge_source_refs(restated.source_ref, source)
+        restated.confidence = max(restated.confidence, confidence)
+        restated.decided_by = list(dict.fromkeys([*restated.decided_by, *decided_by]))
+        restated.save(update_fields=["source_ref", "confidence", "decided_by"])
+        logger.info("decision restated: channel=%s decision=%s", channel.channel_id, restated.friendly_id)
+        return Written(restated, False)
+    try:
+        with transaction.atomic():
+            decision = Decision.objects.create(
+                friendly_id=next_friendly_id(channel.channel_id, "DEC"),
+                channel=channel,
+                organisation_id=channel.organisation_id,
+                summary=summary,
+                rationale=rationale,
+                decided_by=list(dict.fromkeys(decided_by)),
+                decided_at=decided_at,
+                confidence=confidence,
+                tags=tags or [],
+                source_ref=source,
+                source_key=key,
+                extraction_model=extraction_model,
+                prompt_version=prompt_version,
+            )
+    except IntegrityError:  # a concurrent run wrote the same key first
+        return Written(Decision.objects.get(channel=channel, source_key=key), False)
+    if vector is not None:
+        record_embedding(
+            "decision",
+            decision.id,
+            vector,
+            channel_id=channel.channel_id,
+            organisation_id=channel.organisation_id,
+            author_id=(decided_by or [None])[0],
+            created_at=decided_at,
+            topic_tags=tags or [],
+            model=extraction_model,
+        )
+    return Written(decision, True)
+
+
+def _restated_decision(
+    channel: ChannelConfig, summary: str, vector: Sequence[float] | None, restates: str | None
+) -> Decision | None:
+    active = Decision.objects.filter(channel=channel, status=DecisionStatus.ACTIVE)
+    if restates:
+        named = active.filter(friendly_id=restates.strip().upper()).first()
+        if named is not None:
+            return named
+    if vector is None:
+        return None
+    nearest = (
+        Embedding.objects.filter(source_type="decision", channel_id=channel.channel_id)
+        .annotate(distance=CosineDistance("embedding", list(vector)))
+        .filter(distance__lte=1 - DECISION_DEDUP_COSINE)
+        .order_by("distance")
+        .values_list("source_id", flat=True)[:5]
+    )
+    for decision in active.filter(id__in=list(nearest)):
+        # A changed figure (5 attempts → 3 attempts) is a new decision, not a restatement.
+        if _figures(decision.summary) == _figures(summary):
+            return decision
+    return None
+
+
+def record_action(
+    channel: ChannelConfig,
+    *,
+    description: str,
+    owner_id: str | None,
+    owner_name: str | None,
+    deadline: datetime | None,
+    status: str,
+    confidence: float,
+    source: dict,
+    sources_text: Sequence[str],
+    key: str,
+    continues_ids: Sequence[str] = (),
+    related_decision: Decision | None = None,
+    tags: list[str] | None = None,
+    extraction_model: str | None = None,
+    prompt_version: str | None = None,
+    created_at: datetime | None = None,
+) -> Written:
+    """Insert an action, or update the one it continues (an earlier action resting on one of
+    `continues_ids`: a progress or completion message): status, deadline, source_ref."""
+    description = guard_text(description, sources_text) or ""
+    existing = Action.objects.filter(channel=channel, source_key=key).first()
+    if existing is None and continues_ids:
+        candidates = Action.objects.filter(channel=channel, source_ref__wire_msg_ids__has_any_keys=list(continues_ids))
+        existing = candidates.order_by("created_at").first()
+    if existing is not None:
+        existing.source_ref = merge_source_refs(existing.source_ref, source)
+        fields = ["source_ref"]
+        if status == ActionStatus.DONE and existing.status != ActionStatus.DONE:
+            existing.status, existing.completed_at = ActionStatus.DONE, timezone.now()
+            fields += ["status", "completed_at"]
+        if deadline is not None and existing.deadline != deadline:
+            existing.deadline, existing.staleness_at = deadline, deadline
+            fields += ["deadline", "staleness_at"]
+        if owner_id and not existing.owner_id:
+            existing.owner_id, existing.owner_name = owner_id, owner_name
+            fields += ["owner_id", "owner_name"]
+        existing.save(update_fields=fields)
+        return Written(existing, False)
+    created = created_at or timezone.now()
+    staleness_at = deadline or created + timedelta(days=settings.JEEVES.staleness_days)
+    try:
+        with transaction.atomic():
+            action = Action.objects.create(
+                friendly_id=next_friendly_id(channel.channel_id, "ACT"),
+                channel=channel,
+                organisation_id=channel.organisation_id,
+                description=description,
+                owner_id=owner_id,
+                owner_name=owner_name,
+                deadline=deadline,
+                status=status,
+                completed_at=timezone.now() if status == ActionStatus.DONE else None,
+                staleness_at=staleness_at,
+                confidence=confidence,
+                tags=tags or [],
+                source_ref=source,
+                source_key=key,
+                related_decision=related_decision,
+                extraction_model=extraction_model,
+                prompt_version=prompt_version,
+            )
+    except IntegrityError:
+        return Written(Action.objects.get(channel=channel, source_key=key), False)
+    return Written(action, True)
+
+
+def record_signal(
+    channel: ChannelConfig,
+    *,
+    signal_type: str,
+    summary: str,
+    occurred_at: datetime,
+    source: dict,
+    sources_text: Sequence[str],
+    key: str,
+    participants: list[str] | None = None,
+    confidence: float = 0.6,
+    related_entities: list[uuid.UUID] | None = None,
+    tags: list[str] | None = None,
+    extraction_model: str | None = None,
+) -> Written:
+    summary = guard_text(summary, sources_text) or ""
+    existing = ConversationSignal.objects.filter(channel=channel, source_key=key).first()
+    if existing is not None:
+        return Written(existing, False)
+    try:
+        with transaction.atomic():
+            signal = ConversationSignal.objects.create(
+                channel=channel,
+                organisation_id=channel.organisation_id,
+                signal_type=signal_type,
+                summary=summary,
+                participants=list(dict.fromkeys(participants or [])),
+                tags=tags or [],
+                related_entities=related_entities or [],
+                occurred_at=occurred_at,
+                confidence=confidence,
+                source_ref=source,
+                source_key=key,
+                extraction_model=extraction_model,
+            )
+    except IntegrityError:
+        return Written(ConversationSignal.objects.get(channel=channel, source_key=key), False)
+    return Written(signal, True)
+
+
+# --------------------------------------------------------------------------- entities and relationships
+
+
+def normalise_name(name: str) -> str:
+    return " ".join(re.sub(r"[^\w]+", " ", name.casefold().replace("_", " ")).split())
+
+
+def upsert_entity(
+    channel: ChannelConfig,
+    *,
+    name: str,
+    entity_type: str,
+    aliases: Sequence[str] = (),
+    seen_at: datetime,
+    sources_text: Sequence[str] = (),
+    vector: Sequence[float] | None = None,
+    run_key: str | None = None,
+) -> Written:
+    """Entity dedup (seed plan §2.1): same organisation and type, alias or normalised-name match,
+    else embedding cosine ≥ JEEVES_ENTITY_DEDUP_THRESHOLD; a match is updated, else inserted.
+    `run_key` makes a redelivered run count a mention once."""
+    name = (guard_text(name, sources_text) or "").strip()
+    norm = normalise_name(name)
+    if not norm:
+        raise ValueError("an entity needs a name")
+    forms = {norm, *(normalise_name(a) for a in aliases if normalise_name(a))}
+    same_kind = Entity.objects.filter(organisation_id=channel.organisation_id, entity_type=entity_type, deleted=False)
+    match = same_kind.filter(normalised_name__in=forms).first()
+    if match is None:
+        match = next((e for e in same_kind.filter(aliases__overlap=list(forms | {name, *aliases}))), None)
+    if match is None:
+        match = _alias_match(same_kind, forms)
+    if match is None and vector is not None:
+        match = _nearest_entity(channel.organisation_id, entity_type, vector)
+    if match is not None:
+        new_aliases = [a for a in [name, *aliases] if normalise_name(a) != match.normalised_name]
+        match.aliases = list(dict.fromkeys([*match.aliases, *new_aliases]))[:20]
+        match.channel_ids = list(dict.fromkeys([*match.channel_ids, channel.channel_id]))
+        if run_key is None or match.metadata.get("last_run") != run_key:
+            match.mention_count += 1
+            match.metadata = {**match.metadata, "last_run": run_key}
+        if match.last_mentioned is None or seen_at > match.last_mentioned:
+            match.last_mentioned = seen_at
+        match.save(update_fields=["aliases", "channel_ids", "mention_count", "metadata", "last_mentioned"])
+        return Written(match, False)
+    try:
+        with transaction.atomic():
+            entity = Entity.objects.create(
+                channel=channel,
+                channel_ids=[channel.channel_id],
+                organisation_id=channel.organisation_id,
+                entity_type=entity_type,
+                name=name,
+                normalised_name=norm,
+                aliases=list(dict.fromkeys(a for a in aliases if normalise_name(a) != norm))[:20],
+                metadata={"last_run": run_key},
+                first_seen=seen_at,
+                last_mentioned=seen_at,
+            )
+    except IntegrityError:
+        entity = Entity.objects.get(
+            organisation_id=channel.organisation_id, entity_type=entity_type, normalised_name=norm, deleted=False
+        )
+        return Written(entity, False)
+    if vector is not None:
+        record_embedding(
+            "entity",
+            entity.id,
+            vector,
+            channel_id=channel.channel_id,
+            organisation_id=channel.organisation_id,
+            author_id=None,
+            created_at=seen_at,
+        )
+    return Written(entity, True)
+
+
+def _alias_match(same_kind, forms: set[str]) -> Entity | None:
+    # Aliases are stored as written ("Billing Worker"); compare their normalised forms.
+    for entity in same_kind.exclude(aliases=[]).only("id", "aliases", "normalised_name")[:500]:
+        if forms & {normalise_name(a) for a in entity.aliases}:
+            return Entity.objects.get(pk=entity.pk)
+    return None
+
+
+def _nearest_entity(organisation_id: str, entity_type: str, vector: Sequence[float]) -> Entity | None:
+    threshold = settings.JEEVES.entity_dedup_threshold
+    nearest = (
+        Embedding.objects.filter(source_type="entity", organisation_id=organisation_id)
+        .annotate(distance=CosineDistance("embedding", list(vector)))
+        .filter(distance__lte=1 - threshold)
+        .order_by("distance")
+        .values_list("source_id", flat=True)[:5]
+    )
+    ids = list(nearest)
+    by_id = {e.id: e for e in Entity.objects.filter(id__in=ids, entity_type=entity_type, deleted=False)}
+    return next((by_id[i] for i in ids if i in by_id), None)
+
+
+def upsert_relationship(
+    channel: ChannelConfig,
+    *,
+    source: Entity,
+    target: Entity,
+    relationship: str,
+    observed_at: datetime,
+    ref: dict,
+    context: str | None = None,
+    sources_text: Sequence[str] = (),
+    confidence: float = 0.7,
+) -> Written:
+    """Upsert on (source, target, relationship): observation_count += 1 unless these messages
+    were already counted (a redelivered run)."""
+    context = guard_text(context, sources_text)
+    for attempt in range(2):
+        existing = EntityRelationship.objects.filter(source=source, target=target, relationship=relationship).first()
+        if existing is not None:
+            new_ids = set(_ids_of(ref)) - set(_ids_of(existing.source_ref))
+            if new_ids or not _ids_of(ref):
+                existing.observation_count += 1
+            existing.source_ref = merge_source_refs(existing.source_ref or {}, ref)
+            existing.channel_ids = list(dict.fromkeys([*existing.channel_ids, channel.channel_id]))
+            existing.last_observed = max(filter(None, [existing.last_observed, observed_at]))
+            existing.confidence = max(existing.confidence, confidence)
+            existing.save(
+                update_fields=["observation_count", "source_ref", "channel_ids", "last_observed", "confidence"]
+            )
+            return Written(existing, False)
+        try:
+            with transaction.atomic():
+                created = EntityRelationship.objects.create(
+                    source=source,
+                    target=target,
+                    relationship=relationship,
+                    organisation_id=channel.organisation_id,
+                    channel_ids=[channel.channel_id],
+                    context=context,
+                    confidence=confidence,
+                    first_observed=observed_at,
+                    last_observed=observed_at,
+                    source_ref=ref,
+                )
+            return Written(created, True)
+        except IntegrityError:
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+# --------------------------------------------------------------------------- embeddings
+
+
+def record_embedding(
+    source_type: str,
+    source_id: uuid.UUID,
+    vector: Sequence[float],
+    *,
+    channel_id: str,
+    organisation_id: str,
+    author_id: str | None,
+    created_at: datetime,
+    topic_tags: list[str] | None = None,
+    model: str | None = None,
+) -> bool:
+    """Idempotent on (source_type, source_id): False when the record already has a vector."""
+    _, created = Embedding.objects.get_or_create(
+        source_type=source_type,
+        source_id=source_id,
+        defaults={
+            "channel_id": channel_id,
+            "organisation_id": organisation_id,
+            "author_id": author_id,
+            "created_at": created_at,
+            "topic_tags": topic_tags or [],
+            "model": model,
+            "embedding": list(vector),
+        },
+    )
+    return created
+
+
+def has_embedding(source_type: str, source_id: uuid.UUID) -> bool:
+    return Embedding.objects.filter(source_type=source_type, source_id=source_id).exists()
+
+
+# --------------------------------------------------------------------------- model calls
+
+
+def record_llm_call(
+    *,
+    slot: str,
+    model: str,
+    outcome: str,
+    latency_ms: int,
+    fallback_used: bool = False,
+    attempt: int = 1,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    cost: float | None = None,
+    channel_id: str | None = None,
+) -> None:
+    """One row per model call: never the prompt or the completion."""
+    LlmCall.objects.create(
+        slot=slot,
+        model=model,
+        outcome=outcome,
+        latency_ms=max(0, int(latency_ms)),
+        fallback_used=fallback_used,
+        attempt=attempt,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=Decimal(str(round(cost, 6))) if cost else None,
+        channel_id=channel_id,
+    )
+
+
+# --------------------------------------------------------------------------- the author's wishes
+
+
+def forget_message(channel_id: str, wire_msg_id: str) -> dict[str, int]:
+    """The author deleted a message: records resting on it alone are deleted (with their vectors),
+    the others drop its id from their source_ref. Returns counts by what happened."""
+    counts = {"deleted": 0, "updated": 0}
+    with transaction.atomic():
+        for model, kind in ((Decision, "decision"), (Action, "action"), (ConversationSignal, "signal")):
+            rows = model.objects.select_for_update().filter(
+                channel_id=channel_id, source_ref__wire_msg_ids__contains=[wire_msg_id]
+            )
+            for row in rows:
+                remaining = [i for i in _ids_of(row.source_ref) if i != wire_msg_id]
+                if not remaining:
+                    Embedding.objects.filter(source_type=kind, source_id=row.pk).delete()
+                    row.delete()
+                    counts["deleted"] += 1
+                else:
+                    row.source_ref = {**row.source_ref, "wire_msg_ids": remaining}
+                    row.save(update_fields=["source_ref"])
+                    counts["updated"] += 1
+        for rel in EntityRelationship.objects.select_for_update().filter(
+            channel_ids__contains=[channel_id], source_ref__wire_msg_ids__contains=[wire_msg_id]
+        ):
+            remaining = [i for i in _ids_of(rel.source_ref) if i != wire_msg_id]
+            if not remaining:
+                rel.delete()
+                counts["deleted"] += 1
+            else:
+                rel.source_ref = {**rel.source_ref, "wire_msg_ids": remaining}
+                rel.save(update_fields=["source_ref"])
+                counts["updated"] += 1
+        Embedding.objects.filter(source_type="message", channel_id=channel_id, wire_msg_id=wire_msg_id).delete()
+    return counts

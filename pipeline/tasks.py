@@ -1,30 +1,114 @@
-"""Celery tasks of the pipeline tiers. Thin: parse arguments, check consent, call a service."""
+"""Celery tasks of the pipeline tiers. Thin: parse arguments, check consent, call a service.
+
+Every task carries the channel `epoch` it was queued under and is dropped (and counted) when the
+channel is no longer active or has moved to a new epoch. Tasks carry ids and claim-check keys,
+never text. A task Celery drops as expired (`expires`) is counted through `task_revoked`.
+"""
 
 from __future__ import annotations
 
 import logging
 
 from celery import shared_task
+from celery.signals import task_revoked
 
 from jeeves.queues import Queue
 from knowledge import services
-from knowledge.models import MessageReceipt
-from pipeline import claimcheck
+from knowledge.models import ChannelConfig, MessageReceipt
+from pipeline import claimcheck, debounce, window
 
 logger = logging.getLogger(__name__)
 
 
+def _accepting(channel_id: str, epoch: int, task: str) -> ChannelConfig | None:
+    if services.channel_accepts(channel_id, epoch):
+        return ChannelConfig.objects.get(channel_id=channel_id)
+    services.bump_counter(channel_id, f"{task}_dropped")
+    logger.info("%s dropped: channel=%s (state or epoch changed)", task, channel_id)
+    return None
+
+
 @shared_task(name="pipeline.tasks.classify_message", queue=Queue.CLASSIFY.value)
 def classify_message(channel_id: str, wire_msg_id: str, key: str, epoch: int) -> None:
-    if not services.channel_accepts(channel_id, epoch):
+    from pipeline import classify
+
+    channel = _accepting(channel_id, epoch, "classify")
+    if channel is None:
         services.mark_receipt(channel_id, wire_msg_id, outcome=MessageReceipt.Outcome.DROPPED)
-        logger.info("classify dropped: channel=%s msg=%s (state or epoch changed)", channel_id, wire_msg_id)
+        claimcheck.discard(key)
         return
+    if services.receipt_tier(channel_id, wire_msg_id) >= 1:
+        claimcheck.discard(key)
+        return  # a redelivery of a message already classified
     text = claimcheck.claim(key)
     if text is None:
         services.mark_receipt(channel_id, wire_msg_id, outcome=MessageReceipt.Outcome.EXPIRED)
         services.bump_counter(channel_id, "expired")
         logger.info("classify expired: channel=%s msg=%s", channel_id, wire_msg_id)
         return
+    classify.classify_message(channel, wire_msg_id, text)
+    # Discarded only once classified: a worker killed mid-task leaves the key for the redelivery.
     claimcheck.discard(key)
-    services.mark_receipt(channel_id, wire_msg_id, tier=1, outcome=MessageReceipt.Outcome.ROUTINE)
+
+
+@shared_task(name="pipeline.tasks.extract_channel", queue=Queue.EXTRACT.value)
+def extract_channel(channel_id: str, epoch: int) -> None:
+    from pipeline import extract
+
+    channel = _accepting(channel_id, epoch, "extract")
+    if channel is None:
+        return
+    token = debounce.begin_run(channel_id)
+    if token is None:
+        debounce.retry_later(channel_id, epoch)
+        return
+    try:
+        report = extract.run(channel)
+    finally:
+        debounce.end_run(channel_id, token)
+    logger.info(
+        "extracted: channel=%s pending=%d evicted=%d written=%s failed=%s model=%s",
+        channel_id,
+        report.pending,
+        report.evicted,
+        dict(report.written),
+        report.failed,
+        report.model,
+    )
+
+
+@shared_task(name="pipeline.tasks.embed_records", queue=Queue.EMBED.value)
+def embed_records(channel_id: str, epoch: int, records: list[list[str]]) -> None:
+    from pipeline import embed
+
+    if _accepting(channel_id, epoch, "embed") is None:
+        return
+    embed.embed_records([(kind, pk) for kind, pk in records])
+
+
+@shared_task(name="pipeline.tasks.forget_message", queue=Queue.EXTRACT.value)
+def forget_message(channel_id: str, wire_msg_id: str) -> None:
+    """The author deleted the message: it leaves the window, and knowledge resting on it alone goes.
+
+    No epoch check: the author's wish applies whatever the channel's state.
+    """
+    window.remove(channel_id, wire_msg_id)
+    debounce.forget(channel_id, wire_msg_id)
+    counts = services.forget_message(channel_id, wire_msg_id)
+    logger.info("forgot message: channel=%s msg=%s %s", channel_id, wire_msg_id, counts)
+
+
+@task_revoked.connect
+def _count_expired(sender=None, request=None, expired: bool = False, **kwargs) -> None:
+    """Celery dropped a task past its `expires`: count it (and mark its receipt) instead of losing it silently."""
+    if not expired or request is None:
+        return
+    task_kwargs = getattr(request, "kwargs", None) or {}
+    channel_id = task_kwargs.get("channel_id")
+    if not channel_id:
+        return
+    name = getattr(sender, "name", "") or ""
+    services.bump_counter(channel_id, "expired")
+    if name == "pipeline.tasks.classify_message" and task_kwargs.get("wire_msg_id"):
+        services.mark_receipt(channel_id, task_kwargs["wire_msg_id"], outcome=MessageReceipt.Outcome.EXPIRED)
+    logger.info("task expired: %s channel=%s", name, channel_id)

@@ -1,0 +1,161 @@
+"""Tier 1: classify one message, then route it (routine → receipt only, low signal → one signal,
+high signal → a debounced extract run for the channel)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from knowledge import services
+from knowledge.models import ChannelConfig, Entity, MessageReceipt
+from pipeline import debounce, llm, members, offline, prompts, window
+from pipeline.context import ChannelContext
+from pipeline.schemas import HIGH_SIGNAL, ClassifyResult
+
+logger = logging.getLogger(__name__)
+
+# Category → signal type of the one signal a low-signal message leaves (most telling first).
+_SIGNAL_OF: tuple[tuple[str, str], ...] = (
+    ("question", "question"),
+    ("update", "update"),
+    ("reference", "reference"),
+    ("discussion", "discussion"),
+)
+_KNOWN_ENTITIES = 40
+
+
+def build_context(channel: ChannelConfig) -> ChannelContext:
+    """The channel facts both tiers are given: config from Postgres, members from Redis."""
+    known = (
+        Entity.objects.filter(channel_ids__contains=[channel.channel_id], deleted=False)
+        .order_by("-mention_count", "name")
+        .values_list("name", flat=True)[:_KNOWN_ENTITIES]
+    )
+    app_id = settings.JEEVES.wire_app_id
+    return ChannelContext(
+        channel_id=channel.channel_id,
+        organisation_id=channel.organisation_id,
+        name=channel.channel_name,
+        purpose=channel.purpose,
+        context_type=channel.context_type,
+        tags=tuple(channel.tags),
+        timezone=channel.timezone,
+        members=tuple(members.all_members(channel.channel_id)),
+        bot_ids=(app_id,) if app_id else (),
+        known_entities=tuple(known),
+    )
+
+
+def context_json(ctx: ChannelContext) -> dict:
+    """The context as prompt data: members by display name and handle, never their messages."""
+    return {
+        "channel": ctx.name,
+        "purpose": ctx.purpose,
+        "type": ctx.context_type,
+        "tags": list(ctx.tags),
+        "timezone": ctx.timezone,
+        "members": [
+            {"id": m.user_id, "name": m.name, "handle": m.handle} for m in ctx.members if m.user_id not in ctx.bot_ids
+        ],
+        "known_entities": list(ctx.known_entities),
+    }
+
+
+@dataclass(frozen=True)
+class Classified:
+    result: ClassifyResult
+    model: str
+    outcome: str
+
+
+def classify_message(channel: ChannelConfig, wire_msg_id: str, text: str) -> Classified:
+    """Classify the message and route it. `text` lives only in this call's memory."""
+    ctx = build_context(channel)
+    receipt = MessageReceipt.objects.filter(channel_id=channel.channel_id, wire_msg_id=wire_msg_id).first()
+    in_window = next((m for m in window.read(channel.channel_id) if m.id == wire_msg_id), None)
+    author_id = in_window.author_id if in_window else (receipt.author_id if receipt else "") or ""
+    mentions = list(in_window.mentions) if in_window else []
+    sent_at = in_window.ts if in_window else (receipt.sent_at if receipt else None)
+
+    prompt = prompts.load("classify")
+    messages = [
+        {"role": "system", "content": prompt.text},
+        {
+            "role": "user",
+            "content": json.dumps(
+                {
+                    "context": context_json(ctx),
+                    "message": {
+                        "author": ctx.display_name(author_id),
+                        "mentions": [ctx.display_name(m) for m in mentions],
+                        "text": text,
+                    },
+                },
+                ensure_ascii=False,
+            ),
+        },
+    ]
+    try:
+        answer = llm.structured(
+            "classify",
+            messages,
+            ClassifyResult,
+            lambda: offline.classify(text, ctx, author_id, mentions),
+            channel_id=channel.channel_id,
+        )
+        result, model = answer.value, answer.model
+    except llm.SlotFailure:
+        # A message must still be triaged: the offline engine is cheap and always there.
+        result, model = offline.classify(text, ctx, author_id, mentions), "local"
+    categories = list(dict.fromkeys(result.categories))
+    high = result.is_high_signal or bool(HIGH_SIGNAL & set(categories))
+
+    if high:
+        outcome = MessageReceipt.Outcome.PENDING_EXTRACT
+    elif categories == ["routine"]:
+        outcome = MessageReceipt.Outcome.ROUTINE
+    else:
+        outcome = MessageReceipt.Outcome.SIGNAL
+        _record_gist_signal(channel, wire_msg_id, text, result, categories, author_id, sent_at, model)
+    services.mark_receipt(channel.channel_id, wire_msg_id, outcome=outcome, tier=1, categories=categories)
+    debounce.note_classified(channel.channel_id, wire_msg_id)
+    if high:
+        debounce.request_extract(channel.channel_id, channel.epoch)
+    logger.info(
+        "classified: channel=%s msg=%s categories=%s model=%s", channel.channel_id, wire_msg_id, categories, model
+    )
+    return Classified(result, model, outcome)
+
+
+def _record_gist_signal(
+    channel: ChannelConfig,
+    wire_msg_id: str,
+    text: str,
+    result: ClassifyResult,
+    categories: list[str],
+    author_id: str,
+    sent_at,
+    model: str,
+) -> None:
+    signal_type = next((kind for cat, kind in _SIGNAL_OF if cat in categories), None)
+    if signal_type is None or not result.gist or sent_at is None:
+        return
+    try:
+        services.record_signal(
+            channel,
+            signal_type=signal_type,
+            summary=result.gist,
+            occurred_at=sent_at,
+            source=services.source_ref([(wire_msg_id, sent_at)]),
+            sources_text=[text],
+            key=f"t1:{wire_msg_id}",
+            participants=[author_id] if author_id else [],
+            confidence=result.confidence,
+            extraction_model=model,
+        )
+    except services.VerbatimText:
+        services.bump_counter(channel.channel_id, "verbatim_rejected")
+        logger.warning("gist rejected as verbatim: channel=%s msg=%s", channel.channel_id, wire_msg_id)

@@ -1,0 +1,121 @@
+"""Debounced extraction per channel (DESIGN.md §5): one run per burst, and a watermark so no
+message is extracted twice.
+
+Redis keys per channel (ids only, never text):
+- `jeeves:extract:pending:{ch}` — classified messages not yet extracted (the watermark: a run
+  takes these and removes them once its writes are committed);
+- `jeeves:extract:lock:{ch}` — a run is scheduled; high-signal messages arriving meanwhile ride on it;
+- `jeeves:extract:running:{ch}` — a run is in progress; a second run waits for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+
+from celery import current_app
+from django.conf import settings
+
+from jeeves.queues import TIME_LIMITS, Queue
+from jeeves.redis import get_redis
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "jeeves:extract:"
+EXTRACT_TASK = "pipeline.tasks.extract_channel"
+
+
+def _pending_key(channel_id: str) -> str:
+    return f"{PREFIX}pending:{channel_id}"
+
+
+def _lock_key(channel_id: str) -> str:
+    return f"{PREFIX}lock:{channel_id}"
+
+
+def _running_key(channel_id: str) -> str:
+    return f"{PREFIX}running:{channel_id}"
+
+
+def _schedule_ttl() -> int:
+    # A scheduled run that no worker reached by then has expired; the lock must not outlive it.
+    return int(settings.JEEVES.extract_debounce_s) + 120
+
+
+def note_classified(channel_id: str, wire_msg_id: str) -> None:
+    """The message was classified: the next run of its channel covers it."""
+    key = _pending_key(channel_id)
+    pipe = get_redis().pipeline()
+    pipe.sadd(key, wire_msg_id)
+    # Pending ids outlive the window by a margin so an eviction is still seen and counted.
+    pipe.expire(key, settings.JEEVES.window_max_age_s * 2)
+    pipe.execute()
+
+
+def pending(channel_id: str) -> set[str]:
+    return set(get_redis().smembers(_pending_key(channel_id)))
+
+
+def mark_extracted(channel_id: str, wire_msg_ids: Iterable[str]) -> None:
+    ids = list(wire_msg_ids)
+    if ids:
+        get_redis().srem(_pending_key(channel_id), *ids)
+
+
+def forget(channel_id: str, wire_msg_id: str) -> None:
+    get_redis().srem(_pending_key(channel_id), wire_msg_id)
+
+
+def _publish(channel_id: str, epoch: int, countdown: float) -> None:
+    current_app.send_task(
+        EXTRACT_TASK,
+        kwargs={"channel_id": channel_id, "epoch": epoch},
+        queue=Queue.EXTRACT.value,
+        countdown=countdown,
+        expires=countdown + _schedule_ttl(),
+    )
+
+
+def request_extract(channel_id: str, epoch: int) -> str:
+    """A high-signal message is pending: run at once when a batch is pending, else schedule one
+    run `JEEVES_EXTRACT_DEBOUNCE_S` from now unless one is already scheduled. Returns what it did."""
+    cfg = settings.JEEVES
+    client = get_redis()
+    if client.scard(_pending_key(channel_id)) >= cfg.extract_batch:
+        client.set(_lock_key(channel_id), "now", ex=_schedule_ttl())
+        _publish(channel_id, epoch, 0)
+        logger.info("extract now (batch pending): channel=%s", channel_id)
+        return "now"
+    if client.set(_lock_key(channel_id), "scheduled", nx=True, ex=_schedule_ttl()):
+        _publish(channel_id, epoch, cfg.extract_debounce_s)
+        logger.info("extract scheduled in %ss: channel=%s", cfg.extract_debounce_s, channel_id)
+        return "scheduled"
+    return "covered"
+
+
+def begin_run(channel_id: str) -> str | None:
+    """Start a run: clear the schedule lock (later messages schedule the next run) and take the
+    running lock. None when another run of the channel is in progress."""
+    client = get_redis()
+    client.delete(_lock_key(channel_id))
+    token = uuid.uuid4().hex
+    if client.set(_running_key(channel_id), token, nx=True, ex=TIME_LIMITS[Queue.EXTRACT]):
+        return token
+    return None
+
+
+def end_run(channel_id: str, token: str) -> None:
+    client = get_redis()
+    if client.get(_running_key(channel_id)) == token:
+        client.delete(_running_key(channel_id))
+
+
+def retry_later(channel_id: str, epoch: int) -> None:
+    """Another run holds the channel: come back after the debounce, once."""
+    if get_redis().set(_lock_key(channel_id), "retry", nx=True, ex=_schedule_ttl()):
+        _publish(channel_id, epoch, settings.JEEVES.extract_debounce_s)
+
+
+def flush(channel_id: str) -> None:
+    get_redis().delete(_pending_key(channel_id), _lock_key(channel_id))

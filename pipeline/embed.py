@@ -1,0 +1,107 @@
+"""Tier 3: vectors of the *synthesised* text of records (decisions, actions, signals, entities,
+summaries) into `embeddings`. Given record ids only; raw messages are never embedded here."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Sequence
+
+from django.conf import settings
+
+from knowledge import services
+from knowledge.models import Action, ConversationSignal, Decision, Entity, Summary
+from pipeline import embedder
+
+logger = logging.getLogger(__name__)
+
+_probe_lock = threading.Lock()
+_probed = False
+
+
+def ready() -> bool:
+    """The embedder passed its start-up probe (run once per process, on first use)."""
+    global _probed
+    if not _probed:
+        with _probe_lock:
+            if not _probed:
+                embedder.probe()
+                _probed = True
+    return embedder.enabled()
+
+
+def vectors(texts: Sequence[str]) -> list[list[float]] | None:
+    """Vectors for `texts`, or None when embedding is disabled or fails (the caller goes on without)."""
+    if not texts or not ready():
+        return None
+    try:
+        return embedder.embed(list(texts))
+    except Exception as exc:
+        logger.warning("embedding failed (%s); continuing without vectors", type(exc).__name__)
+        return None
+
+
+def _record_text_and_meta(source_type: str, record: object) -> tuple[str, str, str | None, object, list[str]]:
+    """(text, channel_id, author_id, created_at, topic tags) of a record."""
+    if isinstance(record, Decision):
+        text = record.summary if not record.rationale else f"{record.summary} {record.rationale}"
+        return text, record.channel_id, (record.decided_by or [None])[0], record.decided_at, list(record.tags)
+    if isinstance(record, Action):
+        return record.description, record.channel_id, record.owner_id, record.created_at, list(record.tags)
+    if isinstance(record, ConversationSignal):
+        author = (record.participants or [None])[0]
+        return record.summary, record.channel_id, author, record.occurred_at, list(record.tags)
+    if isinstance(record, Entity):
+        text = ", ".join([record.name, *record.aliases[:5]])
+        return text, record.channel_id, None, record.first_seen or record.last_mentioned, []
+    if isinstance(record, Summary):
+        return record.summary, record.scope_id, None, record.period_end, []
+    raise ValueError(f"cannot embed a {source_type}")
+
+
+_MODELS = {
+    "decision": Decision,
+    "action": Action,
+    "signal": ConversationSignal,
+    "entity": Entity,
+    "summary": Summary,
+}
+
+
+def embed_records(records: Sequence[tuple[str, str]]) -> int:
+    """Embed each (source_type, id) that has no vector yet. Idempotent; returns rows written."""
+    todo: list[tuple[str, object]] = []
+    for source_type, raw_id in records:
+        model = _MODELS.get(source_type)
+        if model is None:
+            raise ValueError(f"unknown source type {source_type!r}")
+        record_id = uuid.UUID(str(raw_id))
+        if services.has_embedding(source_type, record_id):
+            continue
+        record = model.objects.filter(pk=record_id).first()
+        if record is not None:  # deleted meanwhile (the author took the message back)
+            todo.append((source_type, record))
+    if not todo:
+        return 0
+    metas = [_record_text_and_meta(kind, record) for kind, record in todo]
+    found = vectors([m[0] for m in metas])
+    if found is None:
+        return 0
+    written = 0
+    model_name = settings.JEEVES.slot("embed").model
+    for (kind, record), (_, channel_id, author_id, created_at, tags), vector in zip(todo, metas, found, strict=True):
+        organisation_id = record.organisation_id
+        written += services.record_embedding(
+            kind,
+            record.pk,
+            vector,
+            channel_id=channel_id,
+            organisation_id=organisation_id,
+            author_id=author_id,
+            created_at=created_at,
+            topic_tags=tags,
+            model=model_name,
+        )
+    logger.info("embedded %d records", written)
+    return written

@@ -1,0 +1,393 @@
+"""Tier 2: one extraction run for a channel. Reads the window at run time, asks the extract slot
+(or the offline engine), validates, and writes decisions, actions, entities, relationships and
+signals in one transaction through knowledge.services; then queues Tier 3 with record ids."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, time
+from zoneinfo import ZoneInfo
+
+from celery import current_app
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import transaction
+
+from jeeves.queues import Queue
+from knowledge import services
+from knowledge.models import (
+    ChannelConfig,
+    Decision,
+    DecisionStatus,
+    Entity,
+    MessageReceipt,
+)
+from pipeline import debounce, embed, llm, offline, prompts, window
+from pipeline.classify import build_context, context_json
+from pipeline.context import ChannelContext
+from pipeline.schemas import ExtractResult
+from pipeline.window import WindowMessage
+
+logger = logging.getLogger(__name__)
+
+EMBED_TASK = "pipeline.tasks.embed_records"
+_ACTIVE_DECISIONS_IN_PROMPT = 20
+
+
+@dataclass
+class RunReport:
+    """What one run did (ids and counts only)."""
+
+    pending: int = 0
+    evicted: int = 0
+    written: Counter = field(default_factory=Counter)
+    failed: bool = False
+    model: str = ""
+
+
+def run(channel: ChannelConfig) -> RunReport:
+    """Extract the channel's pending messages. The caller holds the channel's running lock."""
+    report = RunReport()
+    win = window.read(channel.channel_id)
+    by_id = {m.id: m for m in win}
+    pending_set = debounce.pending(channel.channel_id)
+    report.evicted = _count_evicted(channel.channel_id, pending_set - by_id.keys())
+    pending_ids = [m.id for m in win if m.id in pending_set]
+    report.pending = len(pending_ids)
+    if not pending_ids:
+        return report
+    if not MessageReceipt.objects.filter(
+        channel_id=channel.channel_id, wire_msg_id__in=pending_ids, outcome=MessageReceipt.Outcome.PENDING_EXTRACT
+    ).exists():
+        return report  # only low-signal messages: they wait as context for the next high-signal one
+
+    ctx = build_context(channel)
+    prompt = prompts.load("extract")
+    try:
+        answer = llm.structured(
+            "extract",
+            _messages(channel, ctx, win, set(pending_ids), prompt.text),
+            ExtractResult,
+            lambda: offline.extract(win, ctx, set(pending_ids)),
+            channel_id=channel.channel_id,
+        )
+    except (llm.SlotFailure, SoftTimeLimitExceeded) as exc:
+        logger.warning("extraction failed: channel=%s (%s)", channel.channel_id, type(exc).__name__)
+        _record_failure(channel, win, pending_ids)
+        report.failed = True
+    else:
+        report.model = answer.model
+        version = "offline" if answer.model == "local" else prompt.version
+        written = _write(channel, ctx, win, set(pending_ids), answer.value, answer.model, version)
+        report.written.update({kind: len(ids) for kind, ids in written.items()})
+        _queue_embeddings(channel, written)
+    _finish(channel.channel_id, pending_ids)
+    return report
+
+
+# --------------------------------------------------------------------------- the prompt
+
+
+def _messages(
+    channel: ChannelConfig, ctx: ChannelContext, win: list[WindowMessage], pending: set[str], system: str
+) -> list[dict[str, str]]:
+    tz = ZoneInfo(ctx.timezone)
+    active = Decision.objects.filter(channel=channel, status=DecisionStatus.ACTIVE).order_by("-decided_at")
+    payload = {
+        "context": context_json(ctx),
+        "active_decisions": [{"id": d.friendly_id, "summary": d.summary} for d in active[:_ACTIVE_DECISIONS_IN_PROMPT]],
+        "messages": [
+            {
+                "id": m.id,
+                "new": m.id in pending,
+                "time": m.ts.astimezone(tz).strftime("%a %Y-%m-%d %H:%M"),
+                "author_id": m.author_id,
+                "author": ctx.display_name(m.author_id),
+                "mentions": [ctx.display_name(u) for u in m.mentions],
+                "text": m.text,
+            }
+            for m in win
+        ],
+    }
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": json.dumps(payload, ensure_ascii=False)},
+    ]
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _resolve_member(ctx: ChannelContext, raw: str | None) -> str | None:
+    """A qualified member id for what the model named (qualified id, bare uuid, handle or name)."""
+    if not raw:
+        return None
+    raw = raw.strip()
+    humans = [m for m in ctx.members if m.user_id not in ctx.bot_ids]
+    for m in humans:
+        if m.user_id == raw or m.user_id.partition("@")[0] == raw.partition("@")[0]:
+            return m.user_id
+    found = ctx.member_by_handle(raw) or ctx.member_by_name(raw)
+    if found is not None and found.user_id not in ctx.bot_ids:
+        return found.user_id
+    return None
+
+
+def _deadline(day: date | None, tz: str) -> datetime | None:
+    # A deadline is a channel-local calendar date; it falls due at the end of that day.
+    if day is None:
+        return None
+    return datetime.combine(day, time(23, 59, 59), tzinfo=ZoneInfo(tz))
+
+
+def _cited(ids: Sequence[str], by_id: dict[str, WindowMessage]) -> list[str]:
+    return list(dict.fromkeys(i for i in ids if i in by_id))
+
+
+def _ref(ids: Sequence[str], by_id: dict[str, WindowMessage]) -> dict:
+    return services.source_ref([(i, by_id[i].ts) for i in ids])
+
+
+def _write(
+    channel: ChannelConfig,
+    ctx: ChannelContext,
+    win: list[WindowMessage],
+    pending: set[str],
+    result: ExtractResult,
+    model: str,
+    version: str,
+) -> dict[str, list[str]]:
+    """Validate and write every item in one transaction; returns new/updated record ids by kind."""
+    floor = settings.JEEVES.extract_confidence_min
+    by_id = {m.id: m for m in win}
+    texts = [m.text for m in win]
+    run_key = services.source_key("run", sorted(pending))
+    written: dict[str, list[str]] = {"decision": [], "action": [], "signal": [], "entity": []}
+
+    decisions = [
+        (d, ids)
+        for d in result.decisions
+        if d.confidence >= floor and (ids := _cited(d.source_msg_ids, by_id)) and pending & set(ids)
+    ]
+    entities = [e for e in result.entities if e.name.strip()]
+    wanted = [d.summary for d, _ in decisions] + [", ".join([e.name, *e.aliases[:5]]) for e in entities]
+    found = embed.vectors(wanted) or []
+    decision_vectors = found[: len(decisions)] or [None] * len(decisions)
+    entity_vectors = found[len(decisions) :] or [None] * len(entities)
+
+    def guarded(kind: str, write, *args, **kwargs):
+        try:
+            return write(*args, **kwargs)
+        except services.VerbatimText:
+            services.bump_counter(channel.channel_id, "verbatim_rejected")
+            logger.warning("dropped a %s that repeated a message verbatim: channel=%s", kind, channel.channel_id)
+            return None
+
+    with transaction.atomic():
+        ordinals: Counter = Counter()
+        decision_by_msg: dict[str, Decision] = {}
+        for (item, ids), vector in zip(decisions, decision_vectors, strict=True):
+            key = services.source_key("dec", ids, ordinals[("dec", *sorted(ids))])
+            ordinals[("dec", *sorted(ids))] += 1
+            deciders = [u for u in (_resolve_member(ctx, r) for r in item.decided_by) if u]
+            out = guarded(
+                "decision",
+                services.record_decision,
+                channel,
+                summary=item.summary,
+                rationale=item.rationale,
+                decided_by=deciders,
+                decided_at=max(by_id[i].ts for i in ids),
+                confidence=item.confidence,
+                source=_ref(ids, by_id),
+                sources_text=texts,
+                key=key,
+                tags=item.tags,
+                extraction_model=model,
+                prompt_version=version,
+                vector=vector,
+                restates=item.restates_existing,
+            )
+            if out is not None:
+                written["decision"].append(str(out.record.pk))
+                for i in ids:
+                    decision_by_msg.setdefault(i, out.record)
+
+        for item in result.actions:
+            ids = _cited(item.source_msg_ids, by_id)
+            if item.confidence < floor or not ids or not pending & set(ids):
+                continue
+            key = services.source_key("act", ids, ordinals[("act", *sorted(ids))])
+            ordinals[("act", *sorted(ids))] += 1
+            owner = _resolve_member(ctx, item.owner_id)
+            related = next((decision_by_msg[i] for i in item.related_decision_msg_ids if i in decision_by_msg), None)
+            if related is None and item.related_decision_msg_ids:
+                related = (
+                    Decision.objects.filter(
+                        channel=channel, source_ref__wire_msg_ids__has_any_keys=item.related_decision_msg_ids
+                    )
+                    .order_by("-decided_at")
+                    .first()
+                )
+            out = guarded(
+                "action",
+                services.record_action,
+                channel,
+                description=item.description,
+                owner_id=owner,
+                owner_name=ctx.display_name(owner) if owner else None,
+                deadline=_deadline(item.deadline, ctx.timezone),
+                status=item.status,
+                confidence=item.confidence,
+                source=_ref(ids, by_id),
+                sources_text=texts,
+                key=key,
+                continues_ids=[i for i in ids if i not in pending],
+                related_decision=related,
+                tags=item.tags,
+                extraction_model=model,
+                prompt_version=version,
+                created_at=max(by_id[i].ts for i in ids),
+            )
+            if out is not None:
+                written["action"].append(str(out.record.pk))
+
+        seen_at = max(by_id[i].ts for i in pending if i in by_id)
+        entity_by_name: dict[str, Entity] = {}
+        for item, vector in zip(entities, entity_vectors, strict=True):
+            out = guarded(
+                "entity",
+                services.upsert_entity,
+                channel,
+                name=item.name,
+                entity_type=item.type,
+                aliases=item.aliases,
+                seen_at=seen_at,
+                sources_text=[],  # names are short; a ten-word name is not a name
+                vector=vector,
+                run_key=run_key,
+            )
+            if out is not None:
+                entity_by_name[services.normalise_name(item.name)] = out.record
+                for alias in item.aliases:
+                    entity_by_name.setdefault(services.normalise_name(alias), out.record)
+                if out.created:
+                    written["entity"].append(str(out.record.pk))
+
+        for rel in result.relationships:
+            source = _entity(channel, entity_by_name, rel.source)
+            target = _entity(channel, entity_by_name, rel.target)
+            if source is None or target is None or source.pk == target.pk or rel.confidence < floor:
+                continue
+            ids = _cited(rel.source_msg_ids, by_id) or [i for i in by_id if i in pending]
+            guarded(
+                "relationship",
+                services.upsert_relationship,
+                channel,
+                source=source,
+                target=target,
+                relationship=rel.relationship,
+                observed_at=max(by_id[i].ts for i in ids),
+                ref=_ref(ids, by_id),
+                context=rel.context,
+                sources_text=texts,
+                confidence=rel.confidence,
+            )
+
+        for item in result.signals:
+            ids = _cited(item.source_msg_ids, by_id)
+            if item.confidence < floor or not ids or not pending & set(ids):
+                continue
+            kind = f"sig-{item.signal_type}"
+            key = services.source_key(kind, ids, ordinals[(kind, *sorted(ids))])
+            ordinals[(kind, *sorted(ids))] += 1
+            participants = [u for u in (_resolve_member(ctx, p) for p in item.participants) if u]
+            out = guarded(
+                "signal",
+                services.record_signal,
+                channel,
+                signal_type=item.signal_type,
+                summary=item.summary,
+                occurred_at=max(by_id[i].ts for i in ids),
+                source=_ref(ids, by_id),
+                sources_text=texts,
+                key=key,
+                participants=participants or list(dict.fromkeys(by_id[i].author_id for i in ids)),
+                confidence=item.confidence,
+                extraction_model=model,
+            )
+            if out is not None:
+                written["signal"].append(str(out.record.pk))
+    return written
+
+
+def _entity(channel: ChannelConfig, known: dict[str, Entity], name: str) -> Entity | None:
+    norm = services.normalise_name(name)
+    if norm in known:
+        return known[norm]
+    return (
+        Entity.objects.filter(organisation_id=channel.organisation_id, deleted=False, normalised_name=norm)
+        .order_by("-mention_count")
+        .first()
+    )
+
+
+# --------------------------------------------------------------------------- failure, eviction, bookkeeping
+
+
+def _record_failure(channel: ChannelConfig, win: list[WindowMessage], pending_ids: list[str]) -> None:
+    """Seed plan §2.14: a failed extraction leaves one discussion signal (confidence 0.3)."""
+    by_id = {m.id: m for m in win}
+    ids = [i for i in pending_ids if i in by_id]
+    authors = list(dict.fromkeys(by_id[i].author_id for i in ids))
+    services.record_signal(
+        channel,
+        signal_type="discussion",
+        summary=f"A discussion of {len(ids)} messages took place that could not be extracted automatically.",
+        occurred_at=max(by_id[i].ts for i in ids),
+        source=_ref(ids, by_id),
+        sources_text=[by_id[i].text for i in ids],
+        key=services.source_key("extract-failed", ids),
+        participants=authors,
+        confidence=0.3,
+        extraction_model=None,
+    )
+    services.bump_counter(channel.channel_id, "extract_failed")
+
+
+def _count_evicted(channel_id: str, gone: set[str]) -> int:
+    """Pending messages that left the window before a run reached them: counted, never silent."""
+    if not gone:
+        return 0
+    evicted = MessageReceipt.objects.filter(
+        channel_id=channel_id, wire_msg_id__in=gone, outcome=MessageReceipt.Outcome.PENDING_EXTRACT
+    ).update(outcome=MessageReceipt.Outcome.EVICTED)
+    if evicted:
+        services.bump_counter(channel_id, "evicted_unextracted", evicted)
+        logger.warning("evicted unextracted: channel=%s count=%d", channel_id, evicted)
+    debounce.mark_extracted(channel_id, gone)
+    return evicted
+
+
+def _finish(channel_id: str, pending_ids: list[str]) -> None:
+    receipts = MessageReceipt.objects.filter(channel_id=channel_id, wire_msg_id__in=pending_ids)
+    receipts.filter(outcome=MessageReceipt.Outcome.PENDING_EXTRACT).update(
+        outcome=MessageReceipt.Outcome.EXTRACTED, tier=2
+    )
+    receipts.filter(tier__lt=2).update(tier=2)
+    debounce.mark_extracted(channel_id, pending_ids)
+
+
+def _queue_embeddings(channel: ChannelConfig, written: dict[str, list[str]]) -> None:
+    records = [[kind, pk] for kind, ids in written.items() for pk in ids]
+    if records:
+        current_app.send_task(
+            EMBED_TASK,
+            kwargs={"channel_id": channel.channel_id, "epoch": channel.epoch, "records": records},
+            queue=Queue.EMBED.value,
+            expires=settings.JEEVES.window_max_age_s,
+        )
