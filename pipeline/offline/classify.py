@@ -129,14 +129,15 @@ def decision_sentence(sentence: str) -> bool:
         return False
     if cues.HEDGE.search(lowered):
         return False
-    return not (lowered.rstrip().endswith("?") and cues.PROPOSAL.search(lowered))
+    return not lowered.rstrip().endswith("?")
 
 
 def cue_categories(text: str, mentions_others: bool) -> set[str]:
     lowered = cues.norm(text)
     parts = cues.sentences(lowered) or [lowered]
     found: set[str] = set()
-    if any(decision_sentence(s) for s in parts):
+    # The lead ("ok:", "yes —") can be split off as its own sentence; judge the opening pair together too.
+    if any(decision_sentence(s) for s in [*parts, " ".join(parts[:2])]):
         found.add("decision")
     if cues.SELF_COMMIT.search(lowered) or (cues.REQUEST.search(lowered) and (mentions_others or "you" in lowered)):
         found.add("action")

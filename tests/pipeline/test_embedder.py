@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterator
 
 import pytest
 from django.conf import settings
@@ -14,7 +15,7 @@ from pipeline import embedder
 
 
 @pytest.fixture(autouse=True)
-def _reset_probe_state() -> None:
+def _reset_probe_state() -> Iterator[None]:
     yield
     embedder._disabled = False
 
