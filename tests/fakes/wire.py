@@ -346,7 +346,10 @@ class FakeRoman(_Server):
 
     def emit(self, bridge_url: str, push: dict) -> httpx.Response:
         return httpx.post(
-            f"{bridge_url}/wire/roman", json=push, headers={"Authorization": f"Bearer {self.service_secret}"}, timeout=30
+            f"{bridge_url}/wire/roman",
+            json=push,
+            headers={"Authorization": f"Bearer {self.service_secret}"},
+            timeout=30,
         )
 
     def add_bot(self, bridge_url: str, conversation_id: str, members: list[str], name: str = "roman channel") -> str:

@@ -1,0 +1,72 @@
+"""Fixtures of the bridge tests: Jeeves' Wire settings, an isolated Redis broker, and a respond worker."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import redis
+from django.conf import settings as django_settings
+from django.test import override_settings
+
+APP_ID = "0a99ecb5-8a1c-4c4e-9f57-1b0ea1c0ffee@wire.example"
+WIRE_SECRET = "sidecar-secret-for-tests"
+ROMAN_SECRET = "roman-service-auth-for-tests"
+CLASSIFY = "classify"
+
+
+def wire_config(**extra: object):
+    return dataclasses.replace(
+        django_settings.JEEVES,
+        wire_secret=WIRE_SECRET,
+        roman_secret=ROMAN_SECRET,
+        wire_app_id=APP_ID,
+        wire_handle="jeeves",
+        wire_default_domain="wire.example",
+        **extra,
+    )
+
+
+@pytest.fixture
+def wire_settings() -> Iterator[None]:
+    with override_settings(JEEVES=wire_config()):
+        yield
+
+
+def _switch_redis(url: str) -> None:
+    from jeeves.celery import app
+    from jeeves.redis import get_redis
+
+    django_settings.REDIS_URL = url
+    django_settings.CELERY_BROKER_URL = url
+    app.conf.broker_url = url
+    # Drop pooled broker connections so the next publish connects to `url`.
+    app.pool.force_close_all()
+    app._pool = None
+    app.amqp._producer_pool = None
+    get_redis.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def isolated_redis(redis_url: str) -> Iterator[str]:
+    """A Redis database of this module's own, so the session-wide worker cannot take its tasks."""
+    parts = urlsplit(redis_url)
+    chosen = None
+    for db in range(15, 0, -1):
+        url = urlunsplit((parts.scheme, parts.netloc, f"/{db}", "", ""))
+        if url == redis_url:
+            continue
+        client = redis.Redis.from_url(url)
+        if client.set("jeeves:test-session-lock", "wire-bridge", nx=True, ex=3600):
+            client.flushdb()
+            client.set("jeeves:test-session-lock", "wire-bridge", ex=3600)
+            chosen = url
+            break
+    if chosen is None:
+        pytest.fail("no free Redis database for an isolated broker")
+    _switch_redis(chosen)
+    yield chosen
+    _switch_redis(redis_url)
+    redis.Redis.from_url(chosen).flushdb()

@@ -1,0 +1,244 @@
+"""Ingest over the real view, Postgres and Redis: receipts, window, claim-check, state, membership, deletion."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from celery.signals import before_task_publish
+
+from knowledge.models import ChannelConfig, MessageReceipt, RomanBot
+from pipeline import claimcheck, members, window
+from tests.fakes.wire import mention_of, sidecar_app_added, sidecar_text
+from tests.wire_bridge.conftest import APP_ID, ROMAN_SECRET, WIRE_SECRET
+from wire_bridge import auth
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("wire_settings")]
+
+ALICE = f"{uuid.uuid4()}@wire.example"
+BOB = f"{uuid.uuid4()}@wire.example"
+
+
+@pytest.fixture
+def published():
+    tasks: list[tuple[str, dict]] = []
+
+    def capture(sender=None, headers=None, body=None, **kwargs):
+        tasks.append((headers["task"], body[1] if isinstance(body, tuple | list) else body))
+
+    before_task_publish.connect(capture)
+    yield tasks
+    before_task_publish.disconnect(capture)
+
+
+@pytest.fixture
+def channel(client) -> str:
+    conv = f"{uuid.uuid4()}@wire.example"
+    post(
+        client,
+        sidecar_app_added(
+            conv,
+            [
+                {"userId": ALICE, "role": "ADMIN"},
+                {"userId": BOB, "role": "MEMBER"},
+                {"userId": APP_ID, "role": "MEMBER"},
+            ],
+        ),
+    )
+    return conv
+
+
+def post(client, event: dict, path: str = "/wire/events", secret: str = WIRE_SECRET):
+    return client.post(
+        path, data=json.dumps(event), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}"
+    )
+
+
+def say(client, conv: str, msg: str, text: str, sender: str = ALICE, at_jeeves: bool = False):
+    mentions = [mention_of(text, "@jeeves", APP_ID)] if at_jeeves else []
+    return post(client, sidecar_text(conv, sender, msg, text, mentions))
+
+
+def classify_tasks(published) -> list[dict]:
+    return [body for name, body in published if name == "pipeline.tasks.classify_message"]
+
+
+def test_text_is_received_windowed_parked_and_classified(client, channel, published):
+    response = say(client, channel, "m1", "shall we retry three times")
+    assert response.status_code == 200 and response.json() == {"status": "queued"}
+    receipt = MessageReceipt.objects.get(channel_id=channel, wire_msg_id="m1")
+    assert receipt.author_id == ALICE and receipt.sent_at.isoformat().startswith("2026-03-02T09:00")
+    [message] = window.read(channel)
+    assert (message.id, message.author_id, message.text) == ("m1", ALICE, "shall we retry three times")
+    [task] = classify_tasks(published)
+    assert task == {"channel_id": channel, "wire_msg_id": "m1", "key": claimcheck.key_for(channel, "m1"), "epoch": 0}
+    assert claimcheck.claim(task["key"]) == "shall we retry three times"
+
+
+def test_redelivery_creates_no_second_receipt_and_no_second_task(client, channel, published):
+    event = sidecar_text(channel, ALICE, "m1", "hello")
+    assert post(client, event).json() == {"status": "queued"}
+    assert post(client, event).json() == {"status": "duplicate"}
+    assert MessageReceipt.objects.filter(channel_id=channel).count() == 1
+    assert len(classify_tasks(published)) == 1 and len(window.read(channel)) == 1
+
+
+def test_unknown_conversation_is_created_lazily(client, published):
+    conv = f"{uuid.uuid4()}@other.example"
+    assert say(client, conv, "m1", "hi").json() == {"status": "queued"}
+    channel = ChannelConfig.objects.get(channel_id=conv)
+    assert (channel.organisation_id, channel.transport, channel.state) == ("other.example", "sidecar", "active")
+
+
+def test_ephemeral_message_is_acknowledged_and_never_processed(client, channel, published):
+    response = post(client, sidecar_text(channel, ALICE, "m1", "self-destructing", expires_after_ms=10000))
+    assert response.status_code == 200 and response.json() == {"status": "ephemeral"}
+    assert not MessageReceipt.objects.filter(channel_id=channel).exists()
+    assert window.read(channel) == [] and published == []
+
+
+def test_pause_drops_before_any_queue_and_resume_restores(client, channel, published):
+    assert say(client, channel, "c1", "@jeeves pause", at_jeeves=True).json() == {"status": "command"}
+    config = ChannelConfig.objects.get(channel_id=channel)
+    assert (config.state, config.state_changed_by) == ("paused", ALICE)
+    assert say(client, channel, "m1", "the salary offer is 90k").json() == {"status": "dropped"}
+    assert not MessageReceipt.objects.filter(channel_id=channel, wire_msg_id="m1").exists()
+    assert window.read(channel) == [] and classify_tasks(published) == []
+    assert [n for n, _ in published] == ["wire_bridge.tasks.respond_to_command"]
+    # The command to resume is answered while paused, and leaves no receipt either.
+    assert say(client, channel, "c2", "@jeeves resume", sender=BOB, at_jeeves=True).json() == {"status": "command"}
+    assert not MessageReceipt.objects.filter(channel_id=channel, wire_msg_id="c2").exists()
+    assert ChannelConfig.objects.get(channel_id=channel).state == "active"
+    assert say(client, channel, "m2", "back to work").json() == {"status": "queued"}
+
+
+def test_commands_are_not_windowed_nor_classified_and_carry_no_text(client, channel, published):
+    say(client, channel, "q1", "@jeeves what did we decide about canary-9d1e?", at_jeeves=True)
+    assert window.read(channel) == [] and classify_tasks(published) == []
+    [(name, kwargs)] = published
+    assert name == "wire_bridge.tasks.respond_to_command"
+    assert "canary-9d1e" not in repr(kwargs)
+    assert json.loads(claimcheck.claim(kwargs["key"]))["body"] == "what did we decide about canary-9d1e?"
+    assert MessageReceipt.objects.get(channel_id=channel, wire_msg_id="q1").outcome == "command"
+    assert say(client, channel, "q1", "@jeeves what did we decide about canary-9d1e?", at_jeeves=True).json() == {
+        "status": "duplicate"
+    }
+    assert len(published) == 1
+
+
+def test_secure_flushes_window_and_pending_text_bumps_epoch_and_opens_a_range(client, channel, published, redis_client):
+    say(client, channel, "m1", "first")
+    say(client, channel, "m2", "second")
+    other = f"{uuid.uuid4()}@wire.example"
+    say(client, other, "o1", "another channel")
+    assert len(window.read(channel)) == 2
+    say(client, channel, "c1", "ok. @jeeves secure mode", at_jeeves=True)
+    config = ChannelConfig.objects.get(channel_id=channel)
+    assert (config.state, config.epoch) == ("secure", 1)
+    assert len(config.secure_ranges) == 1 and config.secure_ranges[0]["end"] is None
+    assert window.read(channel) == []
+    assert claimcheck.claim(claimcheck.key_for(channel, "m1")) is None
+    assert claimcheck.claim(claimcheck.key_for(channel, "m2")) is None
+    # Another channel's window and pending text are untouched.
+    assert len(window.read(other)) == 1 and claimcheck.claim(claimcheck.key_for(other, "o1")) == "another channel"
+    assert say(client, channel, "m3", "secret").json() == {"status": "dropped"}
+    assert say(client, channel, "c2", "@jeeves pause", at_jeeves=True).json() == {"status": "command"}
+    assert ChannelConfig.objects.get(channel_id=channel).state == "secure"  # not downgraded
+    say(client, channel, "c3", "@jeeves ears on", at_jeeves=True)
+    config.refresh_from_db()
+    assert (config.state, config.epoch) == ("active", 1)
+    assert config.secure_ranges[0]["end"] is not None
+    outcomes = [kw["outcome"] for n, kw in published if n == "wire_bridge.tasks.respond_to_command"]
+    assert outcomes == ["secure", "still_secure", "active"]
+
+
+def test_membership_personal_mode_and_removal(client, published):
+    conv = f"{uuid.uuid4()}@wire.example"
+    post(
+        client,
+        sidecar_app_added(
+            conv,
+            [
+                {"userId": ALICE, "role": "ADMIN", "name": "Alice", "handle": "alice"},
+                {"userId": APP_ID, "role": "MEMBER"},
+            ],
+            kind="ONE_TO_ONE",
+            tz="Europe/London",
+        ),
+    )
+    config = ChannelConfig.objects.get(channel_id=conv)
+    assert (config.is_personal, config.timezone, config.channel_name) == (True, "Europe/London", "test channel")
+    assert members.Member(ALICE, "ADMIN", "Alice", "alice") in members.all_members(conv)
+    post(
+        client, {"type": "user_joined", "conversationId": _q(conv), "members": [{"userId": _q(BOB), "role": "MEMBER"}]}
+    )
+    assert not ChannelConfig.objects.get(channel_id=conv).is_personal
+    post(client, {"type": "user_left", "conversationId": _q(conv), "members": [_q(BOB)]})
+    assert ChannelConfig.objects.get(channel_id=conv).is_personal
+    say(client, conv, "m1", "hello")
+    post(client, {"type": "user_left", "conversationId": _q(conv), "members": [_q(APP_ID)]})
+    config.refresh_from_db()
+    assert config.left_at is not None and window.read(conv) == [] and members.all_members(conv) == []
+    assert say(client, conv, "m2", "anyone?").json() == {"status": "dropped"}
+    assert say(client, conv, "c1", "@jeeves status", at_jeeves=True).json() == {"status": "dropped"}
+    # Added back: processing resumes.
+    post(client, sidecar_app_added(conv, [{"userId": ALICE, "role": "ADMIN"}]))
+    assert say(client, conv, "m3", "welcome back").json() == {"status": "queued"}
+
+
+def test_message_deleted_leaves_the_window_and_claim_check_and_forgets_knowledge(client, channel, published):
+    say(client, channel, "m1", "keep")
+    say(client, channel, "m2", "take back")
+    response = post(
+        client, {"type": "message_deleted", "conversationId": _q(channel), "sender": _q(ALICE), "messageId": "m2"}
+    )
+    assert response.json() == {"status": "forgotten"}
+    assert [m.id for m in window.read(channel)] == ["m1"]
+    assert claimcheck.claim(claimcheck.key_for(channel, "m2")) is None
+    assert ("pipeline.tasks.forget_message", {"channel_id": channel, "wire_msg_id": "m2"}) in published
+
+
+def test_conversation_deleted_flushes_and_stops(client, channel, published):
+    say(client, channel, "m1", "x")
+    post(client, {"type": "conversation_deleted", "conversationId": _q(channel)})
+    assert window.read(channel) == []
+    assert ChannelConfig.objects.get(channel_id=channel).left_at is not None
+
+
+def test_roman_token_is_encrypted_at_rest_and_user_joined_found_by_bot(client, published):
+    bot, conv, token = str(uuid.uuid4()), str(uuid.uuid4()), "lifelong-token-abc"
+    push = {
+        "type": "conversation.bot_request",
+        "botId": bot,
+        "userId": "u1",
+        "conversationId": conv,
+        "conversation": "Roman room",
+        "handle": "alice",
+        "locale": "en",
+        "token": token,
+    }
+    response = post(client, push, "/wire/roman", ROMAN_SECRET)
+    assert response.status_code == 200 and "type" not in response.json()
+    stored = RomanBot.objects.get(bot_id=bot)
+    assert token not in stored.token_ciphertext and auth.decrypt_token(stored.token_ciphertext) == token
+    channel = ChannelConfig.objects.get(channel_id=f"{conv}@wire.example")
+    assert (channel.transport, channel.channel_name) == ("roman", "Roman room")
+    assert ("wire_bridge.tasks.sync_roman_members", {"channel_id": channel.channel_id}) in published
+    post(
+        client,
+        {"type": "conversation.user_joined", "botId": bot, "userId": "u2", "handle": "bob"},
+        "/wire/roman",
+        ROMAN_SECRET,
+    )
+    assert "u2@wire.example" in {m.user_id for m in members.all_members(channel.channel_id)}
+    post(
+        client, {"type": "conversation.bot_removed", "botId": bot, "conversationId": conv}, "/wire/roman", ROMAN_SECRET
+    )
+    channel.refresh_from_db()
+    assert channel.left_at is not None
+
+
+def _q(qualified: str) -> dict:
+    ident, _, domain = qualified.partition("@")
+    return {"id": ident, "domain": domain}
