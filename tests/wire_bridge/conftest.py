@@ -10,6 +10,7 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 from django.test import override_settings
+from kombu import pools
 
 APP_ID = "0a99ecb5-8a1c-4c4e-9f57-1b0ea1c0ffee@wire.example"
 WIRE_SECRET = "sidecar-secret-for-tests"
@@ -42,8 +43,9 @@ def _switch_redis(url: str) -> None:
     django_settings.REDIS_URL = url
     django_settings.CELERY_BROKER_URL = url
     app.conf.broker_url = url
-    # Drop pooled broker connections so the next publish connects to `url`.
-    app.pool.force_close_all()
+    # Drop pooled broker connections (the app's and kombu's global producer pools) so the
+    # next publish connects to `url`.
+    pools.reset()
     app._pool = None
     app.amqp._producer_pool = None
     get_redis.cache_clear()
