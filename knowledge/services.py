@@ -28,6 +28,7 @@ from knowledge.models import (
     Embedding,
     Entity,
     EntityRelationship,
+    FriendlyIdSequence,
     LlmCall,
     MessageReceipt,
     PipelineCounter,
@@ -641,3 +642,24 @@ def forget_message(channel_id: str, wire_msg_id: str) -> dict[str, int]:
                 counts["updated"] += 1
         Embedding.objects.filter(source_type="message", channel_id=channel_id, wire_msg_id=wire_msg_id).delete()
     return counts
+
+
+def reset_channel(channel_id: str) -> None:
+    """Forget everything Jeeves knows of a channel (replays and evals start clean)."""
+    with transaction.atomic():
+        Embedding.objects.filter(channel_id=channel_id).delete()
+        Action.objects.filter(channel_id=channel_id).delete()
+        Decision.objects.filter(channel_id=channel_id).delete()
+        ConversationSignal.objects.filter(channel_id=channel_id).delete()
+        MessageReceipt.objects.filter(channel_id=channel_id).delete()
+        PipelineCounter.objects.filter(channel_id=channel_id).delete()
+        FriendlyIdSequence.objects.filter(channel_id=channel_id).delete()
+        ChannelConfig.objects.filter(channel_id=channel_id).delete()
+        for model in (EntityRelationship, Entity):
+            for row in model.objects.filter(channel_ids__contains=[channel_id]):
+                remaining = [c for c in row.channel_ids if c != channel_id]
+                if remaining:
+                    row.channel_ids = remaining
+                    row.save(update_fields=["channel_ids"])
+                else:
+                    row.delete()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from celery.signals import task_revoked
+from celery.signals import task_revoked, worker_process_init, worker_ready
 
 from jeeves.queues import Queue
 from knowledge import services
@@ -112,3 +112,21 @@ def _count_expired(sender=None, request=None, expired: bool = False, **kwargs) -
     if name == "pipeline.tasks.classify_message" and task_kwargs.get("wire_msg_id"):
         services.mark_receipt(channel_id, task_kwargs["wire_msg_id"], outcome=MessageReceipt.Outcome.EXPIRED)
     logger.info("task expired: %s channel=%s", name, channel_id)
+
+
+def _warm_up(**kwargs) -> None:
+    """Load and probe the embedder before the first message, not while its claim check ticks."""
+    from pipeline import embed
+
+    embed.ready()
+
+
+# Prefork children warm up in their own process; the solo pool runs tasks in the main process.
+worker_process_init.connect(_warm_up, weak=False)
+
+
+@worker_ready.connect
+def _warm_up_solo(sender=None, **kwargs) -> None:
+    pool = getattr(getattr(sender, "controller", None), "pool_cls", None)
+    if pool is not None and "solo" in getattr(pool, "__module__", ""):
+        _warm_up()
