@@ -1,0 +1,85 @@
+"""Knowledge-reading commands: decisions, actions (mine), status, done ACT-n, supersede DEC-n with DEC-m."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from knowledge.models import Action, Decision
+from retrieval import commands
+from tests.retrieval import factory as f
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def channel():
+    alice, bob = f.user(), f.user()
+    ch = f.channel(name="mobile-releases")
+    other = f.channel(name="elsewhere")
+    d1 = f.decision(ch, "Minimum iOS version is 16 from release 4.12", days_ago=3)
+    d2 = f.decision(ch, "Minimum iOS version is 15 from release 4.12", days_ago=1)
+    old = f.decision(ch, "Ship 4.11 on Friday", status="superseded", days_ago=9)
+    f.decision(other, "A decision of another channel")
+    a1 = f.action(
+        ch, "Submit 4.12 to the App Store", owner=alice, owner_name="Alice", deadline=f.NOW + timedelta(days=1)
+    )
+    a2 = f.action(ch, "Update the release notes", owner=bob, owner_name="Bob")
+    f.action(ch, "Old chore", owner=alice, owner_name="Alice", status="done")
+    f.action(other, "Another channel's chore", owner=alice, owner_name="Alice")
+    return locals()
+
+
+def test_decisions_lists_recent_active_with_ids(channel):
+    c = channel
+    reply = commands.list_decisions(c["ch"].channel_id, c["alice"])
+    assert reply.index(c["d2"].friendly_id) < reply.index(c["d1"].friendly_id)
+    assert c["old"].friendly_id not in reply and "another channel" not in reply
+    assert "!" not in reply
+
+
+def test_actions_and_actions_mine(channel):
+    c = channel
+    everyone = commands.list_actions(c["ch"].channel_id, c["bob"], mine=False)
+    assert c["a1"].friendly_id in everyone and c["a2"].friendly_id in everyone
+    assert "Old chore" not in everyone and "Another channel" not in everyone
+    assert "due " in everyone
+    mine = commands.list_actions(c["ch"].channel_id, c["alice"], mine=True)
+    assert c["a1"].friendly_id in mine and c["a2"].friendly_id not in mine
+
+
+def test_status(channel):
+    c = channel
+    f.summary(c["ch"], "A day of releases", start_days_ago=2, end_days_ago=1)
+    reply = commands.channel_status(c["ch"].channel_id, c["alice"])
+    assert "attending" in reply and "2 decisions in force" in reply and "2 open actions" in reply
+    assert "last summary" in reply
+
+
+def test_done_sets_status_and_completed_at(channel):
+    c = channel
+    fid = c["a1"].friendly_id
+    reply = commands.mark_action_done(c["ch"].channel_id, c["alice"], fid.lower())
+    action = Action.objects.get(pk=c["a1"].pk)
+    assert action.status == "done" and action.completed_at is not None
+    assert fid in reply
+    assert "no record" in commands.mark_action_done(c["other"].channel_id, c["alice"], fid)
+
+
+def test_supersede_sets_status_superseded_by_and_valid_until(channel):
+    c = channel
+    old, new = c["d1"], c["d2"]
+    reply = commands.supersede_decision(c["ch"].channel_id, c["bob"], old.friendly_id, new.friendly_id)
+    old = Decision.objects.get(pk=old.pk)
+    assert old.status == "superseded" and old.superseded_by_id == new.id and old.valid_until == new.decided_at
+    assert old.reviewed_by == c["bob"]
+    assert "superseded by" in reply
+    assert "no record" in commands.supersede_decision(c["other"].channel_id, c["bob"], old.friendly_id, new.friendly_id)
+    assert "cannot" in commands.supersede_decision(c["ch"].channel_id, c["bob"], new.friendly_id, new.friendly_id)
+
+
+def test_question_path(channel):
+    c = channel
+    reply = commands.answer_question(c["ch"].channel_id, c["alice"], "Who is submitting 4.12 to the App Store?")
+    assert c["a1"].friendly_id in reply and "Alice" in reply
