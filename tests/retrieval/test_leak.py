@@ -193,7 +193,8 @@ def build_world(n_channels: int, per_channel: int, seed: int = 7) -> World:
         for kind, scope_id in (("channel", ch.channel_id), ("person", rng.choice(people))):
             m = Summary(
                 id=uuid.uuid4(), scope_type=kind, scope_id=scope_id, organisation_id=org,
-                period_start=NOW - timedelta(days=rng.randrange(5, 60), seconds=len(summaries)), period_end=NOW - timedelta(days=2),
+                period_start=NOW - timedelta(days=rng.randrange(5, 60), seconds=len(summaries)),
+                period_end=NOW - timedelta(days=2),
                 granularity="daily", summary=_text(rng),
             )  # fmt: skip
             summaries.append(m)
