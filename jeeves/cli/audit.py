@@ -107,7 +107,10 @@ def add_arguments(parser: Any) -> None:
 
 
 def run(options: dict[str, Any], command: Any) -> None:
-    report = audit(options.get("channel"))
+    try:
+        report = audit(options.get("channel"))
+    except redis.ConnectionError as exc:
+        raise CommandError(f"Redis is unreachable ({exc}): nothing was audited", returncode=2) from exc
     if options["json"]:
         command.stdout.write(json.dumps(report.to_json(), ensure_ascii=False))
     else:

@@ -309,5 +309,13 @@ def test_redis_refusing_config_is_a_warning(persistent_valkey, use_redis):
     assert "WARN  redis.persistence" in out and "CONFIG GET refused" in out
 
 
+@pytest.mark.django_db
+def test_an_unreachable_redis_is_an_error_not_a_pass(use_redis):
+    use_redis("redis://127.0.0.1:1/0")
+    with pytest.raises(CommandError, match="Redis is unreachable") as raised:
+        call_command("jeeves", "audit", stdout=StringIO())
+    assert raised.value.returncode == 2
+
+
 def test_after_those_the_sessions_redis_is_in_use_again(redis_url):
     assert get_redis().connection_pool.connection_kwargs["db"] == int(redis_url.rsplit("/", 1)[1])
