@@ -1,8 +1,8 @@
 """The per-channel sliding window: the only place raw text rests (Redis, no persistence).
 
 A Redis list per channel, newest last, trimmed to JEEVES_WINDOW_SIZE entries; the key's TTL is
-JEEVES_WINDOW_MAX_AGE_S (refreshed on push) and entries older than that are ignored and trimmed
-on read. Only the bridge writes it; extraction reads it at run time.
+JEEVES_WINDOW_MAX_AGE_S (refreshed on push); entries that arrived longer ago than that are removed
+on push and never returned by read. Only the bridge writes it; extraction reads it at run time.
 """
 
 from __future__ import annotations
@@ -53,6 +53,14 @@ def push(channel_id: str, message: WindowMessage) -> None:
     pipe.ltrim(key, -cfg.window_size, -1)
     pipe.expire(key, cfg.window_max_age_s)
     pipe.execute()
+    _drop_aged(key, time.time() - cfg.window_max_age_s)
+
+
+def _drop_aged(key: str, cutoff: float) -> None:
+    # The key's TTL only bounds a quiet channel; in a busy one the oldest entries must go by age too.
+    client = get_redis()
+    while (head := client.lindex(key, 0)) is not None and WindowMessage.from_json(head).received_at < cutoff:
+        client.lrem(key, 1, head)
 
 
 def read(channel_id: str) -> list[WindowMessage]:

@@ -1,0 +1,46 @@
+"""The sliding window in real Redis: bounded by count and by age, removable, flushable."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from datetime import UTC, datetime
+
+from django.test import override_settings
+
+from pipeline import window
+from pipeline.window import WindowMessage
+
+
+def _msg(i: int, received_at: float | None = None) -> WindowMessage:
+    extra = {} if received_at is None else {"received_at": received_at}
+    return WindowMessage(
+        id=f"m{i}", author_id="u@wire.example", ts=datetime(2026, 3, 2, tzinfo=UTC), text=f"t{i}", **extra
+    )
+
+
+def test_window_keeps_the_newest_messages_up_to_its_size(settings, redis_client):
+    with override_settings(JEEVES=dataclasses.replace(settings.JEEVES, window_size=5)):
+        for i in range(8):
+            window.push("c1@wire.example", _msg(i))
+    assert [m.id for m in window.read("c1@wire.example")] == ["m3", "m4", "m5", "m6", "m7"]
+    assert 0 < redis_client.ttl(window.key_for("c1@wire.example")) <= settings.JEEVES.window_max_age_s
+
+
+def test_aged_messages_leave_the_window_even_in_a_busy_channel(settings, redis_client):
+    old = time.time() - settings.JEEVES.window_max_age_s - 5
+    window.push("c2@wire.example", _msg(1, received_at=old))
+    window.push("c2@wire.example", _msg(2, received_at=old))
+    window.push("c2@wire.example", _msg(3))
+    assert [m.id for m in window.read("c2@wire.example")] == ["m3"]
+    assert redis_client.llen(window.key_for("c2@wire.example")) == 1  # gone from Redis, not just hidden
+
+
+def test_remove_and_flush(redis_client):
+    for i in range(3):
+        window.push("c3@wire.example", _msg(i))
+    assert window.remove("c3@wire.example", "m1")
+    assert not window.remove("c3@wire.example", "m9")
+    assert [m.id for m in window.read("c3@wire.example")] == ["m0", "m2"]
+    window.flush("c3@wire.example")
+    assert not redis_client.exists(window.key_for("c3@wire.example"))
