@@ -146,6 +146,8 @@ class JeevesConfig:
     flower_basic_auth: str
     embedded_redis_port: int
     log_level: str
+    # Benchmark-only endpoints (GET /wire/bench/noop, the baseline of bench/ingest.py); off in production
+    bench_endpoints: bool
     data_dir: str
 
     def slot(self, name: str) -> SlotConfig:
@@ -220,5 +222,6 @@ def load(env: Mapping[str, str]) -> JeevesConfig:
         flower_basic_auth=s("JEEVES_FLOWER_BASIC_AUTH", "admin:jeeves"),
         embedded_redis_port=i("JEEVES_EMBEDDED_REDIS_PORT", 63799),
         log_level=log_level,
+        bench_endpoints=b("JEEVES_BENCH_ENDPOINTS", False),
         data_dir=s("JEEVES_DATA_DIR", ""),
     )

@@ -14,25 +14,11 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.utils import timezone
 
-from knowledge.models import ChannelConfig, ChannelState, RomanBot
+from knowledge.models import ChannelConfig, ChannelState, MessageReceipt, RomanBot
 
 logger = logging.getLogger(__name__)
 
 CONTEXT_FIELDS: frozenset[str] = frozenset({"purpose", "context_type", "tags", "stakeholders", "related_channels"})
-
-
-@dataclass(frozen=True)
-class Gate:
-    """What ingest needs to know about a channel, read under a share lock."""
-
-    channel_id: str
-    state: str
-    epoch: int
-    left: bool
-
-    @property
-    def accepts(self) -> bool:
-        return self.state == ChannelState.ACTIVE and not self.left
 
 
 @dataclass(frozen=True)
@@ -75,19 +61,37 @@ def ensure_channel(
 
 
 @contextmanager
-def ingest_gate(channel_id: str) -> Iterator[Gate | None]:
-    """Hold a share lock on the channel row while a message is admitted.
+def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at: datetime) -> Iterator[tuple[str, int]]:
+    """Admit one message: yields (outcome, epoch) with outcome unknown | dropped | duplicate | admitted.
 
-    A state change (an UPDATE) waits for admissions in flight and later ones see the new state,
-    so a secure-mode flush that runs after the change commits catches everything admitted before it.
+    Holds a share lock on the channel row until the block ends, so a state change (an UPDATE)
+    waits for admissions in flight and later ones see the new state: a secure-mode flush that
+    runs after the change commits catches everything admitted before it. The receipt (no
+    content) is the dedupe: a redelivered message is a `duplicate`.
     """
     with transaction.atomic(), connection.cursor() as cursor:
+        # One round trip each for the gate and the receipt: this is the webhook's hot path.
+        # synchronous_commit off: a receipt lost to a crash in the next few milliseconds only
+        # weakens dedupe of a redelivery, which the tiers' natural keys cover.
         cursor.execute(
-            "SELECT state, epoch, left_at IS NOT NULL FROM channel_config WHERE channel_id = %s FOR SHARE",
+            "SELECT set_config('synchronous_commit', 'off', true), state, epoch, left_at IS NOT NULL"
+            " FROM channel_config WHERE channel_id = %s FOR SHARE",
             [channel_id],
         )
         row = cursor.fetchone()
-        yield None if row is None else Gate(channel_id=channel_id, state=row[0], epoch=row[1], left=row[2])
+        if row is None:
+            yield "unknown", 0
+        elif row[1] != ChannelState.ACTIVE or row[3]:
+            yield "dropped", row[2]
+        else:
+            cursor.execute(
+                f"INSERT INTO {MessageReceipt._meta.db_table}"
+                " (channel_id, wire_msg_id, author_id, sent_at, received_at, tier, categories, outcome)"
+                " VALUES (%s, %s, %s, %s, now(), 0, '{}', %s)"
+                " ON CONFLICT (channel_id, wire_msg_id) DO NOTHING RETURNING id",
+                [channel_id, wire_msg_id, author_id, sent_at, MessageReceipt.Outcome.QUEUED],
+            )
+            yield ("admitted" if cursor.fetchone() else "duplicate"), row[2]
 
 
 def set_state(channel_id: str, state: ChannelState, *, by: str) -> Transition:

@@ -91,20 +91,16 @@ def handle_text(event: TextMessage) -> str:
 
 def _admit(event: TextMessage) -> tuple[str, int]:
     cid = event.channel_id
-    with channels.ingest_gate(cid) as gate:
-        if gate is None:
-            return "unknown", 0
-        if not gate.accepts:
-            return "dropped", gate.epoch
-        if not services.record_receipt(
-            cid, event.message_id, author_id=event.sender.qualified, sent_at=event.timestamp
-        ):
-            return "duplicate", gate.epoch
+    author = event.sender.qualified
+    with channels.admit_message(cid, event.message_id, author_id=author, sent_at=event.timestamp) as (outcome, epoch):
+        if outcome != "admitted":
+            return outcome, epoch
+        # Still under the channel's share lock: a secure flush cannot run between these and the check.
         window.push(
             cid,
             window.WindowMessage(
                 id=event.message_id,
-                author_id=event.sender.qualified,
+                author_id=author,
                 ts=event.timestamp,
                 text=event.text,
                 mentions=[m.user.qualified for m in event.mentions],
@@ -112,7 +108,7 @@ def _admit(event: TextMessage) -> tuple[str, int]:
             ),
         )
         claimcheck.park(cid, event.message_id, event.text)
-        return "queued", gate.epoch
+        return "queued", epoch
 
 
 def _ensure_channel(event: TextMessage) -> ChannelConfig:

@@ -93,3 +93,9 @@ def sidecar_events(request: HttpRequest) -> JsonResponse:
 @require_POST
 def roman_events(request: HttpRequest) -> JsonResponse:
     return _guarded(request, settings.JEEVES.roman_secret, _parse_roman, "roman")
+
+
+@csrf_exempt
+def bench_noop(request: HttpRequest) -> JsonResponse:
+    """A bare view (no auth, no parsing, no I/O): the baseline the ingest benchmark compares against."""
+    return JsonResponse({"status": "ok"})

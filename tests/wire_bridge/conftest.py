@@ -36,6 +36,13 @@ def wire_settings() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def drain_queues(redis_url: str) -> Iterator[None]:
+    """Drop the tasks a test published for channels its transaction rolls back, so no later worker chews on them."""
+    yield
+    redis.Redis.from_url(redis_url).delete("classify", "respond", "extract", "embed", "summarise")
+
+
 def _switch_redis(url: str) -> None:
     from jeeves.celery import app
     from jeeves.redis import get_redis
