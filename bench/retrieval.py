@@ -1,0 +1,309 @@
+"""Retrieval benchmark: p50/p95 of plan → paths → fusion (no model call) next to a bare pgvector HNSW top-10.
+
+    python bench/retrieval.py            # 100,000 decisions+actions, 1,000,000 embeddings, 1,000 channels
+    python bench/retrieval.py --quick    # 10x smaller, for CI
+
+It builds its OWN database: a fresh embedded PostgreSQL (pgvector) in a temp dir, or, when
+DATABASE_URL is set, a new database `jeeves_bench` on that server (dropped afterwards). Data is
+synthetic (clustered random 384-d vectors, text from a small vocabulary), loaded with batched
+COPY (binary for vectors); the HNSW index is built after the load and its build time reported.
+Both timed queries get the same query vector: embedding the question is not part of the step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+WORDS = (
+    "billing retry payments release ios android budget hiring offer cdn deploy freeze migration dashboard churn "
+    "sponsorship contractor rollout postmortem vendor database replica failover cache invoice pricing roadmap "
+    "security audit certificate onboarding laptop travel expenses newsletter launch webinar campaign api sdk"
+).split()
+DIMS = 384
+
+
+def _database(tmp: Path) -> tuple[str, object]:
+    """(DATABASE_URL of a fresh bench database, cleanup callable)."""
+    import psycopg
+
+    base = os.environ.get("DATABASE_URL", "").strip()
+    if base:
+        admin = base.rsplit("/", 1)[0] + "/postgres"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("DROP DATABASE IF EXISTS jeeves_bench")
+            conn.execute("CREATE DATABASE jeeves_bench")
+
+        def drop() -> None:
+            from django.db import connections
+
+            connections.close_all()
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute("DROP DATABASE IF EXISTS jeeves_bench")
+
+        return base.rsplit("/", 1)[0] + "/jeeves_bench", drop
+    from jeeves import embedded
+
+    pgdata = tmp / "pg"
+    admin = embedded.start_postgres(pgdata, delete_on_exit=True)
+    embedded.ensure_database(admin, "jeeves_bench")
+
+    def stop() -> None:
+        from django.db import connections
+
+        connections.close_all()
+        embedded.stop_postgres(pgdata)
+
+    return admin.rsplit("/", 1)[0] + "/jeeves_bench", stop
+
+
+def _vectors(rng, centres, n: int):
+    import numpy as np
+
+    picks = rng.integers(0, len(centres), size=n)
+    v = centres[picks] + rng.normal(scale=0.35, size=(n, DIMS)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def load(n_channels: int, n_records: int, n_embeddings: int, seed: int = 5) -> dict[str, object]:
+    """COPY the synthetic organisation into the (migrated) bench database; returns what the queries need."""
+    import numpy as np
+    from django.db import connection
+    from pgvector.psycopg import register_vector
+
+    rnd = random.Random(seed)
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(64, DIMS)).astype(np.float32)
+    orgs = [f"org{i}.example" for i in range(10)]
+    now = datetime.now(UTC)
+    channels = [(f"{uuid.UUID(int=rnd.getrandbits(128))}@{orgs[i % 10]}", orgs[i % 10]) for i in range(n_channels)]
+    users = {o: [f"{uuid.UUID(int=rnd.getrandbits(128))}@{o}" for _ in range(200)] for o in orgs}
+
+    def text(k: int = 6) -> str:
+        return " ".join(rnd.choice(WORDS) for _ in range(k))
+
+    def ref(at: datetime, n: int) -> str:
+        iso = at.isoformat()
+        return f'{{"wire_msg_ids": ["m{n}"], "timestamp_range": {{"start": "{iso}", "end": "{iso}"}}}}'
+
+    conn = connection.connection  # the psycopg 3 connection under Django's
+    register_vector(conn)
+    t0 = time.perf_counter()
+    with conn.cursor() as cur:
+        with cur.copy("COPY channel_config (channel_id, channel_name, organisation_id, tags, stakeholders, "
+                      "related_channels) FROM STDIN") as cp:  # fmt: skip
+            for i, (cid, org) in enumerate(channels):
+                cp.write_row((cid, f"channel-{i}", org, "{}", "{}", "{}"))
+        sources: list[tuple[str, uuid.UUID, str, str, str, datetime]] = []
+        per_kind = n_records // 2
+        with cur.copy("COPY decisions (id, friendly_id, channel_id, organisation_id, summary, decided_by, "
+                      "decided_at, tags, source_ref, source_key) FROM STDIN") as cp:  # fmt: skip
+            for n in range(per_kind):
+                cid, org = channels[n % n_channels]
+                at = now - timedelta(days=rnd.random() * 365)
+                rid, who = uuid.uuid4(), rnd.choice(users[org])
+                cp.write_row((rid, f"DEC-{n // n_channels + 1:04d}", cid, org, text(), "{" + who + "}", at,
+                              "{" + rnd.choice(WORDS) + "}", ref(at, n), f"d{n}"))  # fmt: skip
+                sources.append(("decision", rid, cid, org, who, at))
+        with cur.copy("COPY actions (id, friendly_id, channel_id, organisation_id, description, owner_id, "
+                      "owner_name, tags, source_ref, source_key, status) FROM STDIN") as cp:  # fmt: skip
+            for n in range(per_kind):
+                cid, org = channels[n % n_channels]
+                at = now - timedelta(days=rnd.random() * 365)
+                rid, who = uuid.uuid4(), rnd.choice(users[org])
+                cp.write_row((rid, f"ACT-{n // n_channels + 1:04d}", cid, org, text(), who, f"Person {n % 200}",
+                              "{}", ref(at, n), f"a{n}", rnd.choice(["open", "done"])))  # fmt: skip
+                sources.append(("action", rid, cid, org, who, at))
+        n_signals = max(0, n_embeddings - len(sources))
+        signal_cols = "participants, tags, related_entities, occurred_at, source_ref, source_key"
+        with cur.copy("COPY conversation_signals (id, channel_id, organisation_id, signal_type, summary, "
+                      f"{signal_cols}) FROM STDIN") as cp:  # fmt: skip
+            for n in range(n_signals):
+                cid, org = channels[n % n_channels]
+                at = now - timedelta(days=rnd.random() * 365)
+                rid, who = uuid.uuid4(), rnd.choice(users[org])
+                cp.write_row((rid, cid, org, "discussion", text(), "{" + who + "}", "{}", "{}", at, ref(at, n),
+                              f"s{n}"))  # fmt: skip
+                sources.append(("signal", rid, cid, org, who, at))
+        with cur.copy("COPY entities (id, channel_id, channel_ids, organisation_id, entity_type, name, "
+                      "normalised_name, aliases) FROM STDIN") as cp:  # fmt: skip
+            entity_ids: dict[str, list[uuid.UUID]] = {o: [] for o in orgs}
+            for org in orgs:
+                org_channels = [c for c, o in channels if o == org]
+                for word in WORDS:
+                    eid = uuid.uuid4()
+                    chans = "{" + ",".join(rnd.sample(org_channels, min(30, len(org_channels)))) + "}"
+                    cp.write_row((eid, org_channels[0], chans, org, "concept", word, word, "{}"))
+                    entity_ids[org].append(eid)
+        with cur.copy("COPY entity_relationships (id, source_id, target_id, relationship, organisation_id, "
+                      "channel_ids) FROM STDIN") as cp:  # fmt: skip
+            seen = set()
+            for org in orgs:
+                org_channels = [c for c, o in channels if o == org]
+                for _ in range(120):
+                    a, b = rnd.sample(entity_ids[org], 2)
+                    if (a, b) in seen:
+                        continue
+                    seen.add((a, b))
+                    chans = "{" + ",".join(rnd.sample(org_channels, min(30, len(org_channels)))) + "}"
+                    cp.write_row((uuid.uuid4(), a, b, rnd.choice(["blocks", "depends_on", "owns"]), org, chans))
+        summary_cols = "granularity, summary, key_decisions, key_actions, active_topics, participants"
+        with cur.copy("COPY summaries (id, scope_type, scope_id, organisation_id, period_start, period_end, "
+                      f"{summary_cols}) FROM STDIN") as cp:  # fmt: skip
+            for cid, org in channels:
+                for d in range(10):
+                    start = now - timedelta(days=d + 1)
+                    cp.write_row((uuid.uuid4(), "channel", cid, org, start, start + timedelta(days=1), "daily",
+                                  text(12), "{}", "{}", "{}", "{}"))  # fmt: skip
+        records_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        cur.execute("DROP INDEX IF EXISTS embeddings_hnsw_cosine")
+        batch = 50_000
+        with cur.copy("COPY embeddings (id, source_type, source_id, channel_id, organisation_id, author_id, "
+                      "created_at, topic_tags, embedding) FROM STDIN WITH (FORMAT BINARY)") as cp:  # fmt: skip
+            cp.set_types(["uuid", "text", "uuid", "text", "text", "text", "timestamptz", "text[]", "vector"])
+            for start in range(0, len(sources), batch):
+                chunk = sources[start : start + batch]
+                for (kind, rid, cid, org, who, at), vec in zip(chunk, _vectors(rng, centres, len(chunk)), strict=True):
+                    cp.write_row((uuid.uuid4(), kind, rid, cid, org, who, at, [], vec))
+        copy_s = time.perf_counter() - t1
+    return {
+        "channels": channels,
+        "users": users,
+        "centres": centres,
+        "rng": rng,
+        "records_s": records_s,
+        "embeddings_copy_s": copy_s,
+        "n_embeddings": len(sources),
+    }
+
+
+def build_index() -> float:
+    from django.db import connection
+
+    conn = connection.connection  # Django keeps it in autocommit: CREATE INDEX runs on its own
+    t = time.perf_counter()
+    with conn.cursor() as cur:
+        cur.execute("SET maintenance_work_mem = '3GB'")
+        cur.execute("SET max_parallel_maintenance_workers = 2")
+        cur.execute(
+            "CREATE INDEX embeddings_hnsw_cosine ON embeddings USING hnsw (embedding vector_cosine_ops)"
+            " WITH (m = 16, ef_construction = 64)"
+        )
+        cur.execute("ANALYZE")
+    return time.perf_counter() - t
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def measure(data: dict[str, object], n_queries: int) -> dict[str, float]:
+    from django.db import connection
+
+    from retrieval.ask import retrieve
+    from retrieval.config import RetrievalConfig
+    from retrieval.scope import RetrievalScope
+
+    rnd = random.Random(9)
+    cfg = RetrievalConfig.from_settings()
+    channels, users = data["channels"], data["users"]
+    templates = [
+        "What did we decide about the {a} {b}?",
+        "Who owns the {a} work?",
+        "What is blocking the {a}?",
+        "Why did we change the {a} {b} plan?",
+        "What are my open actions?",
+    ]
+    questions = []
+    for _ in range(n_queries):
+        cid, org = rnd.choice(channels)
+        q = rnd.choice(templates).format(a=rnd.choice(WORDS), b=rnd.choice(WORDS))
+        vec = _vectors(data["rng"], data["centres"], 1)[0]
+        questions.append((cid, org, rnd.choice(users[org]), q, [float(x) for x in vec]))
+    # Warm-up: imports, caches and the first plans are not the steady state.
+    for cid, org, user, q, vec in questions[:10]:
+        retrieve(q, RetrievalScope(org, cid, user), cfg, query_vector=vec)
+    step, bare, counts = [], [], []
+    for cid, _org, user, q, vec in questions:
+        scope = RetrievalScope.for_asker(cid, user)
+        t = time.perf_counter()
+        found = retrieve(q, scope, cfg, query_vector=vec)
+        step.append((time.perf_counter() - t) * 1000)
+        counts.append(len(found.path_hits.get("semantic", [])))
+        literal = "[" + ",".join(f"{x:.6f}" for x in vec) + "]"
+        t = time.perf_counter()
+        with connection.cursor() as cur:
+            cur.execute("SELECT id FROM embeddings ORDER BY embedding <=> %s::vector LIMIT 10", [literal])
+            cur.fetchall()
+        bare.append((time.perf_counter() - t) * 1000)
+    return {
+        "step_p50": pct(step, 50),
+        "step_p95": pct(step, 95),
+        "bare_p50": pct(bare, 50),
+        "bare_p95": pct(bare, 95),
+        "semantic_hits_mean": statistics.mean(counts),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10x smaller data (CI)")
+    parser.add_argument("--queries", type=int, default=300)
+    args = parser.parse_args()
+    scale = 10 if args.quick else 1
+    n_channels, n_records, n_embeddings = 1000 // scale, 100_000 // scale, 1_000_000 // scale
+
+    tmp = Path(tempfile.mkdtemp(prefix="jeeves-bench-retrieval-"))
+    url, cleanup = _database(tmp)
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
+    import dj_database_url
+    import django
+    from django.conf import settings
+
+    # Importing `jeeves` (for the embedded server) already read the settings: point them at the bench
+    # database before the first connection, and refuse to write anywhere else.
+    settings.DATABASES["default"].update(dj_database_url.parse(url))
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT current_database()")
+        if cur.fetchone()[0] != "jeeves_bench":
+            raise SystemExit("bench: not connected to the jeeves_bench database; refusing to load data")
+
+    try:
+        call_command("migrate", verbosity=0)
+        print(f"loading {n_channels} channels, {n_records} decisions+actions, {n_embeddings} embeddings ...")
+        data = load(n_channels, n_records, n_embeddings)
+        print(f"  records COPY {data['records_s']:.1f} s; embeddings COPY {data['embeddings_copy_s']:.1f} s")
+        build_s = build_index()
+        print(f"  HNSW build (m=16, ef_construction=64, 2 parallel workers) {build_s:.1f} s")
+        r = measure(data, args.queries)
+        print(f"\nretrieval step (plan -> 5 paths -> fusion), {args.queries} questions:")
+        print(f"  p50 {r['step_p50']:.1f} ms   p95 {r['step_p95']:.1f} ms", end="   ")
+        print(f"(semantic hits per question: {r['semantic_hits_mean']:.1f})")
+        print(f"bare pgvector HNSW top-10 (no scope):  p50 {r['bare_p50']:.1f} ms   p95 {r['bare_p95']:.1f} ms")
+        print(f"ratio step/bare:  p50 {r['step_p50'] / r['bare_p50']:.1f}x   p95 {r['step_p95'] / r['bare_p95']:.1f}x")
+    finally:
+        cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
