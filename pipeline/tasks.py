@@ -8,6 +8,7 @@ never text. A task Celery drops as expired (`expires`) is counted through `task_
 from __future__ import annotations
 
 import logging
+import threading
 
 from celery import shared_task
 from celery.signals import task_revoked, worker_process_init, worker_ready
@@ -115,10 +116,14 @@ def _count_expired(sender=None, request=None, expired: bool = False, **kwargs) -
 
 
 def _warm_up(**kwargs) -> None:
-    """Load and probe the embedder before the first message, not while its claim check ticks."""
+    """Load and probe the embedder before the first message, not while its claim check ticks.
+
+    In a thread: a prefork child must report itself up within seconds, and loading MiniLM
+    takes longer on a busy machine; a task that needs the embedder first waits on its lock.
+    """
     from pipeline import embed
 
-    embed.ready()
+    threading.Thread(target=embed.ready, name="embedder-warm-up", daemon=True).start()
 
 
 # Prefork children warm up in their own process; the solo pool runs tasks in the main process.
