@@ -201,3 +201,15 @@ def test_an_expired_claim_check_is_dropped_and_counted(pipeline_worker, jeeves_c
         expires=datetime.now(UTC) - timedelta(seconds=1),
     )
     wait_for(lambda: PipelineCounter.objects.get(channel_id=cid, name="expired").value == 2, 60)
+
+
+@pytest.mark.slow
+def test_dev_set_through_the_real_pipeline(live_server, pipeline_worker, jeeves_cfg, tmp_path):
+    """The README figures: every dev conversation replayed through bridge → worker → Postgres, scored."""
+    result = _replay(evalset.EVALSET_DEV, live_server.url)
+    convs = {c["id"]: c for c in (evalset.load(p.stem) for p in sorted(evalset.EVALSET_DEV.glob("conv-*.json")))}
+    report = eval_cli.score({c["conversation"]: (convs[c["conversation"]], c) for c in result["channels"]})
+    Path("/tmp/jeeves-dev-eval.json").write_text(json.dumps(report, indent=1))
+    print(eval_cli.render(report, verbose=True))
+    assert report["decisions"]["f1"] >= 0.6 and report["actions"]["f1"] >= 0.6
+    assert report["ignored_leaks"] == 0

@@ -1,0 +1,177 @@
+"""knowledge/services.py on real Postgres: guard, friendly ids, idempotent writes, dedup, forgetting."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+
+from knowledge import services
+from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, Embedding, Entity
+
+T0 = datetime(2026, 3, 2, 9, 20, tzinfo=UTC)
+MESSAGE = "ok let's go with queue-based retries, exponential backoff, max 5 attempts over 72h. shout now"
+
+
+@pytest.fixture
+def channel(db):
+    return ChannelConfig.objects.create(channel_id="c1@wire.example", organisation_id="wire.example")
+
+
+def _decision(channel, key="dec:a:0", ids=("m010",), summary="The team chose queue retries with backoff."):
+    return services.record_decision(
+        channel,
+        summary=summary,
+        rationale=None,
+        decided_by=["u1@wire.example"],
+        decided_at=T0,
+        confidence=0.9,
+        source=services.source_ref([(i, T0) for i in ids]),
+        sources_text=[MESSAGE],
+        key=key,
+    )
+
+
+def test_guard_refuses_a_ten_word_run_and_allows_nine():
+    nine = "go with queue-based retries, exponential backoff, max 5"  # queue-based is two words
+    assert services.guard_text(f"Alice said {nine}", [MESSAGE])
+    with pytest.raises(services.VerbatimText):
+        services.guard_text(f"Alice said {nine} attempts", [MESSAGE])
+
+
+def test_a_decision_is_written_once_per_key(channel):
+    first = _decision(channel)
+    again = _decision(channel)
+    assert first.created and not again.created
+    assert Decision.objects.get().friendly_id == "DEC-0001"
+
+
+def test_a_verbatim_decision_is_refused(channel):
+    with pytest.raises(services.VerbatimText):
+        _decision(channel, summary=MESSAGE)
+    assert not Decision.objects.exists()
+
+
+def test_the_model_saying_restates_extends_the_source_ref(channel):
+    _decision(channel)
+    out = services.record_decision(
+        channel,
+        summary="Queue retries confirmed.",
+        rationale=None,
+        decided_by=["u2@wire.example"],
+        decided_at=T0,
+        confidence=0.8,
+        source=services.source_ref([("m030", T0)]),
+        sources_text=[],
+        key="dec:b:0",
+        restates="DEC-0001",
+    )
+    assert not out.created
+    row = Decision.objects.get()
+    assert row.source_ref["wire_msg_ids"] == ["m010", "m030"] and row.decided_by == [
+        "u1@wire.example",
+        "u2@wire.example",
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_friendly_ids_are_unique_under_concurrency():
+    def take(_):
+        try:
+            return services.next_friendly_id("c-conc@wire.example", "ACT")
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        ids = list(pool.map(take, range(40)))
+    assert sorted(ids) == [f"ACT-{n:04d}" for n in range(1, 41)]
+
+
+def test_an_action_continued_by_a_completion_message_is_updated_not_duplicated(channel):
+    common = dict(owner_id="u1@wire.example", owner_name="Tom", deadline=None, confidence=0.8, sources_text=[])
+    first = services.record_action(
+        channel,
+        description="Tom raises the alert threshold.",
+        status="open",
+        source=services.source_ref([("m018", T0)]),
+        key="act:a:0",
+        **common,
+    )
+    assert first.record.staleness_at is not None  # created + JEEVES_STALENESS_DAYS
+    done = services.record_action(
+        channel,
+        description="Tom raised the alert threshold.",
+        status="done",
+        source=services.source_ref([("m018", T0), ("m027", T0)]),
+        key="act:b:0",
+        continues_ids=["m018"],
+        **common,
+    )
+    assert not done.created
+    action = Action.objects.get()
+    assert action.status == "done" and action.source_ref["wire_msg_ids"] == ["m018", "m027"]
+
+
+def test_entities_dedup_on_alias_and_count_a_run_once(channel):
+    a = services.upsert_entity(
+        channel, name="billing-worker", entity_type="service", aliases=["billing worker"], seen_at=T0, run_key="r1"
+    )
+    b = services.upsert_entity(channel, name="Billing Worker", entity_type="service", seen_at=T0, run_key="r2")
+    c = services.upsert_entity(channel, name="billing worker", entity_type="service", seen_at=T0, run_key="r2")
+    assert a.created and not b.created and not c.created
+    assert Entity.objects.get().mention_count == 2
+
+
+def test_relationships_strengthen_with_new_observations_only(channel):
+    src = services.upsert_entity(channel, name="Priya", entity_type="person", seen_at=T0).record
+    dst = services.upsert_entity(channel, name="retry migration", entity_type="project", seen_at=T0).record
+    for ids in (["m013"], ["m013"], ["m035"]):
+        rel = services.upsert_relationship(
+            channel,
+            source=src,
+            target=dst,
+            relationship="works_on",
+            observed_at=T0,
+            ref=services.source_ref([(i, T0) for i in ids]),
+        ).record
+    rel.refresh_from_db()
+    assert rel.observation_count == 2 and rel.channel_ids == ["c1@wire.example"]
+
+
+def test_embeddings_are_idempotent_per_record(channel, settings):
+    d = _decision(channel).record
+    vector = [0.1] * settings.JEEVES.embed_dims
+    kwargs = dict(channel_id=channel.channel_id, organisation_id="wire.example", author_id=None, created_at=T0)
+    assert services.record_embedding("decision", d.pk, vector, **kwargs)
+    assert not services.record_embedding("decision", d.pk, vector, **kwargs)
+    assert Embedding.objects.count() == 1
+
+
+def test_forgetting_a_message_deletes_what_rests_on_it_alone(channel, settings):
+    alone = _decision(channel, key="dec:x:0", ids=("m010",)).record
+    shared = _decision(channel, key="dec:y:0", ids=("m010", "m011"), summary="Another choice was made.").record
+    services.record_embedding(
+        "decision",
+        alone.pk,
+        [0.1] * settings.JEEVES.embed_dims,
+        channel_id=channel.channel_id,
+        organisation_id="wire.example",
+        author_id=None,
+        created_at=T0,
+    )
+    services.record_signal(
+        channel,
+        signal_type="question",
+        summary="A question was asked.",
+        occurred_at=T0,
+        source=services.source_ref([("m010", T0)]),
+        sources_text=[],
+        key="sig:1",
+    )
+    counts = services.forget_message(channel.channel_id, "m010")
+    assert counts == {"deleted": 2, "updated": 1}
+    assert list(Decision.objects.values_list("id", flat=True)) == [shared.pk]
+    assert Decision.objects.get().source_ref["wire_msg_ids"] == ["m011"]
+    assert not Embedding.objects.exists() and not ConversationSignal.objects.exists()
