@@ -238,12 +238,15 @@ def measure(data: dict[str, object], n_queries: int) -> dict[str, float]:
     for cid, org, user, q, vec in questions[:10]:
         retrieve(q, RetrievalScope(org, cid, user), cfg, query_vector=vec)
     step, bare, counts = [], [], []
+    parts: dict[str, list[float]] = {}
     for cid, _org, user, q, vec in questions:
         scope = RetrievalScope.for_asker(cid, user)
         t = time.perf_counter()
         found = retrieve(q, scope, cfg, query_vector=vec)
         step.append((time.perf_counter() - t) * 1000)
         counts.append(len(found.path_hits.get("semantic", [])))
+        for name, ms in {"plan": found.timings_ms["plan"], **found.path_ms, "fuse": found.timings_ms["fuse"]}.items():
+            parts.setdefault(name, []).append(ms)
         literal = "[" + ",".join(f"{x:.6f}" for x in vec) + "]"
         t = time.perf_counter()
         with connection.cursor() as cur:
@@ -256,6 +259,7 @@ def measure(data: dict[str, object], n_queries: int) -> dict[str, float]:
         "bare_p50": pct(bare, 50),
         "bare_p95": pct(bare, 95),
         "semantic_hits_mean": statistics.mean(counts),
+        "parts": {name: (pct(v, 50), pct(v, 95)) for name, v in parts.items()},
     }
 
 
@@ -298,6 +302,7 @@ def main() -> None:
         print(f"\nretrieval step (plan -> 5 paths -> fusion), {args.queries} questions:")
         print(f"  p50 {r['step_p50']:.1f} ms   p95 {r['step_p95']:.1f} ms", end="   ")
         print(f"(semantic hits per question: {r['semantic_hits_mean']:.1f})")
+        print("  per part p50/p95 ms: " + ", ".join(f"{k} {a:.1f}/{b:.1f}" for k, (a, b) in r["parts"].items()))
         print(f"bare pgvector HNSW top-10 (no scope):  p50 {r['bare_p50']:.1f} ms   p95 {r['bare_p95']:.1f} ms")
         print(f"ratio step/bare:  p50 {r['step_p50'] / r['bare_p50']:.1f}x   p95 {r['step_p95'] / r['bare_p95']:.1f}x")
     finally:

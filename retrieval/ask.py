@@ -56,6 +56,7 @@ class Retrieval:
     records: dict[RecordKey, Record]
     path_hits: dict[str, list[RecordKey]]
     timings_ms: dict[str, float]
+    path_ms: dict[str, float] = field(default_factory=dict)  # per path and hydration, for the bench
 
     def ranked(self) -> list[Record]:
         return [self.records[f.key] for f in self.fused]
@@ -121,19 +122,25 @@ def retrieve(
     timings["plan"] = _ms(t)
 
     t = time.perf_counter()
+    if "semantic" in plan.paths and query_vector is None:
+        query_vector = _query_vector(question)
+    runners = {
+        "structured": lambda: paths.structured(plan, scope, cfg),
+        "semantic": lambda: paths.semantic(plan, scope, cfg, query_vector),
+        "fulltext": lambda: paths.fulltext(plan, scope, cfg),
+        "graph": lambda: paths.graph(plan, scope, cfg),
+        "summary": lambda: paths.summary(plan, scope, cfg),
+    }
     hits: dict[str, list[RecordKey]] = {}
-    if "structured" in plan.paths:
-        hits["structured"] = paths.structured(plan, scope, cfg)
-    if "semantic" in plan.paths:
-        vector = query_vector if query_vector is not None else _query_vector(question)
-        hits["semantic"] = paths.semantic(plan, scope, cfg, vector)
-    if "fulltext" in plan.paths:
-        hits["fulltext"] = paths.fulltext(plan, scope, cfg)
-    if "graph" in plan.paths:
-        hits["graph"] = paths.graph(plan, scope, cfg)
-    if "summary" in plan.paths:
-        hits["summary"] = paths.summary(plan, scope, cfg)
+    path_ms: dict[str, float] = {}
+    for name, run in runners.items():
+        if name in plan.paths:
+            started = time.perf_counter()
+            hits[name] = run()
+            path_ms[name] = _ms(started)
+    started = time.perf_counter()
     records = hydrate({k for keys in hits.values() for k in keys}, scope)
+    path_ms["hydrate"] = _ms(started)
     timings["paths"] = _ms(t)
 
     t = time.perf_counter()
@@ -147,7 +154,7 @@ def retrieve(
         multi_path_boost=cfg.multi_path_boost,
     )[: cfg.top_n]
     timings["fuse"] = _ms(t)
-    return Retrieval(plan=plan, fused=fused, records=records, path_hits=hits, timings_ms=timings)
+    return Retrieval(plan=plan, fused=fused, records=records, path_hits=hits, timings_ms=timings, path_ms=path_ms)
 
 
 def ask(channel_id: str, user_id: str, question: str) -> AskResult:

@@ -17,14 +17,14 @@ class RetrievalConfig:
     complexity_threshold: float
     contradiction_threshold: float
     k: dict[str, int] = field(
-        default_factory=lambda: {"structured": 20, "semantic": 20, "fulltext": 20, "graph": 20, "summary": 5}
+        default_factory=lambda: {"structured": 10, "semantic": 10, "fulltext": 10, "graph": 10, "summary": 5}
     )
     rrf_k: int = 60
     multi_path_boost: float = 1.5
     # Below these a path's hit is noise, not evidence; with nothing left the answer is "no record".
-    min_similarity: float = 0.45
-    min_term_coverage: float = 0.5
-    hnsw_ef_search: int = 100
+    min_similarity: float = 0.5
+    min_term_coverage: float = 0.6
+    hnsw_ef_search: int = 40
     graph_depth: int = 3
     top_n: int = 10
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -122,7 +123,8 @@ def _record(kind: str, row: tuple[Any, ...]) -> Record:
         confidence=float(confidence if confidence is not None else 0.6),
         text=text,
         status=status,
-        source_ref=source_ref or {},
+        # Django's cursor hands jsonb back as text (its JSONField decodes it); decode it here likewise.
+        source_ref=json.loads(source_ref) if isinstance(source_ref, str) else (source_ref or {}),
         detail=detail,
     )
 

@@ -58,7 +58,7 @@ def test_answer_cites_channel_date_and_ids_in_voice(billing):
     assert set(result.timings_ms) == {"plan", "paths", "fuse", "answer"}
     assert result.tokens > 0
     top = result.records[0]
-    assert top.channel_id == ch.channel_id and top.paths and top.score > 0 and "wire_msg_ids" in top.source_ref
+    assert top.channel_id == ch.channel_id and top.paths and top.score > 0 and top.source_ref["wire_msg_ids"]
 
 
 def test_superseded_decision_says_what_replaced_it(billing):

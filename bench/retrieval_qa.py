@@ -1,0 +1,194 @@
+"""Evalset answer quality: top-5 hit rate of answerable questions and the no-record rate (offline engine).
+
+    python bench/retrieval_qa.py --gold [PATH]   # own database, gold records seeded: retrieval alone
+    python bench/retrieval_qa.py [PATH]          # the configured database, after `jeeves replay PATH`
+
+PATH defaults to ../shared/evalset/dev. With --gold the gold decisions, actions, entities and
+relationships (synthesised restatements, source_ref = the gold evidence ids) are written into a
+fresh database and embedded with the bundled MiniLM, so the figure measures retrieval and answers
+with a perfect extractor; without it, it measures the whole system on what the pipeline extracted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+from datetime import datetime, time
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DEFAULT = ROOT.parent / "shared" / "evalset" / "dev"
+
+
+def _bench_db(tmp: Path):
+    spec = importlib.util.spec_from_file_location("bench_retrieval", Path(__file__).with_name("retrieval.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module._database(tmp)
+
+
+def _ts(conv: dict, msg_ids: list[str]) -> datetime:
+    stamps = {m["id"]: m["ts"] for m in conv["messages"]}
+    known = [stamps[i] for i in msg_ids if i in stamps] or [conv["messages"][0]["ts"]]
+    return datetime.fromisoformat(max(known).replace("Z", "+00:00"))
+
+
+def seed_gold(conv: dict, entities: dict) -> None:
+    from knowledge.models import Action, ChannelConfig, Decision, Embedding, Entity, EntityRelationship
+    from pipeline import embedder
+
+    ch, gold = conv["channel"], conv["gold"]
+    org = ch["org"]
+    names = {m["id"]: m["name"] for m in ch["members"]}
+    channel = ChannelConfig.objects.create(
+        channel_id=ch["id"], channel_name=ch["name"], organisation_id=org, timezone=ch["timezone"]
+    )
+
+    def ref(ids: list[str]) -> dict:
+        at = _ts(conv, ids).isoformat()
+        return {"wire_msg_ids": ids, "timestamp_range": {"start": at, "end": at}}
+
+    decisions = {}
+    for n, d in enumerate(gold["decisions"], start=1):
+        decisions[d["id"]] = Decision.objects.create(
+            channel=channel, organisation_id=org, friendly_id=f"DEC-{n:04d}", summary=d["summary"],
+            decided_by=[f"{u}@{org}" for u in d["decided_by"]], decided_at=_ts(conv, d["evidence"]),
+            status=d["status"], source_ref=ref(d["evidence"]), source_key=d["id"], extraction_model="gold",
+        )  # fmt: skip
+    for d in gold["decisions"]:
+        if d.get("superseded_by") and d["superseded_by"] in decisions:
+            old, new = decisions[d["id"]], decisions[d["superseded_by"]]
+            old.superseded_by, old.valid_until = new, new.decided_at
+            old.save(update_fields=["superseded_by", "valid_until"])
+    actions = []
+    tz = ZoneInfo(ch["timezone"])
+    for n, a in enumerate(gold["actions"], start=1):
+        deadline = a.get("deadline")
+        actions.append(
+            Action.objects.create(
+                channel=channel,
+                organisation_id=org,
+                friendly_id=f"ACT-{n:04d}",
+                description=a["description"],
+                owner_id=a["owner"] and f"{a['owner']}@{org}",
+                owner_name=names.get(a["owner"]),
+                deadline=deadline and datetime.combine(datetime.fromisoformat(deadline).date(), time(17), tz),
+                status=a["status"],
+                completed_at=_ts(conv, a["evidence"]) if a["status"] == "done" else None,
+                source_ref=ref(a["evidence"]),
+                source_key=a["id"],
+                extraction_model="gold",
+            )
+        )
+    by_name = {}
+    for e in gold["entities"]:
+        key = (org, e["type"], e["name"].lower())
+        ent = entities.get(key)
+        if ent is None:
+            ent = Entity.objects.create(
+                channel=channel, channel_ids=[ch["id"]], organisation_id=org, entity_type=e["type"], name=e["name"],
+                normalised_name=e["name"].lower(), aliases=e.get("aliases") or [],
+            )  # fmt: skip
+            entities[key] = ent
+        elif ch["id"] not in ent.channel_ids:
+            ent.channel_ids = [*ent.channel_ids, ch["id"]]
+            ent.save(update_fields=["channel_ids"])
+        by_name[e["name"]] = ent
+    for r in gold["relationships"]:
+        if r["source"] in by_name and r["target"] in by_name:
+            rel, _ = EntityRelationship.objects.get_or_create(
+                source=by_name[r["source"]], target=by_name[r["target"]], relationship=r["relationship"],
+                defaults={"organisation_id": org, "channel_ids": [ch["id"]]},
+            )  # fmt: skip
+            if ch["id"] not in rel.channel_ids:
+                rel.channel_ids = [*rel.channel_ids, ch["id"]]
+                rel.save(update_fields=["channel_ids"])
+    records = [*decisions.values(), *actions]
+    texts = [getattr(r, "summary", None) or r.description for r in records]
+    for record, vector in zip(records, embedder.embed(texts), strict=True):
+        Embedding.objects.create(
+            source_type="decision" if isinstance(record, Decision) else "action", source_id=record.id,
+            channel_id=ch["id"], organisation_id=org, created_at=record.source_ref["timestamp_range"]["start"],
+            author_id=(record.decided_by[:1] or [None])[0] if isinstance(record, Decision) else record.owner_id,
+            embedding=vector, model="local",
+        )  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", nargs="?", default=str(DEFAULT))
+    parser.add_argument("--gold", action="store_true", help="seed gold records into an own database first")
+    parser.add_argument("--verbose", action="store_true", help="list every miss")
+    args = parser.parse_args()
+    path = Path(args.path)
+    files = sorted(path.glob("conv-*.json")) if path.is_dir() else [path]
+    convs = {c["id"]: c for c in (json.loads(f.read_text()) for f in files)}
+    cleanup = None
+    tmp = Path(tempfile.mkdtemp(prefix="jeeves-bench-qa-"))
+    if args.gold:
+        url, cleanup = _bench_db(tmp)
+        os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
+    import dj_database_url
+    import django
+    from django.conf import settings
+
+    if args.gold:
+        settings.DATABASES["default"].update(dj_database_url.parse(url))
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    from retrieval import evaluation
+
+    try:
+        if args.gold:
+            with connection.cursor() as cur:
+                cur.execute("SELECT current_database()")
+                if cur.fetchone()[0] != "jeeves_bench":
+                    raise SystemExit("bench: not connected to the jeeves_bench database; refusing to seed")
+            call_command("migrate", verbosity=0)
+            entities: dict = {}
+            for conv in convs.values():
+                seed_gold(conv, entities)
+        rows = [row for conv in convs.values() for row in evaluation.score_conversation(conv)]
+        probes_file = (path if path.is_dir() else path.parent) / "cross-channel.json"
+        probes = []
+        if probes_file.exists():
+            wanted = [p for p in json.loads(probes_file.read_text()) if p["ask_in"] in convs]
+            probes = evaluation.score_probes(wanted, convs)
+        s = evaluation.summarise(rows)
+        mode = "gold records seeded (retrieval alone)" if args.gold else "database as replayed"
+        print(f"evalset {path.name}: {len(convs)} conversations, {mode}, offline engine")
+        print(f"  answerable questions with an expected record in the top 5: {s['answerable_top5']}/{s['answerable']}"
+              f" = {s['answerable_top5_rate']:.1%}")  # fmt: skip
+        print(f"  no-record questions answered with the no-record sentence: {s['no_record_right']}/{s['no_record']}"
+              f" = {s['no_record_rate']:.1%}")  # fmt: skip
+        if probes:
+            right = sum(p["ok"] for p in probes)
+            print(f"  cross-channel probes answered 'no record' without a leak: {right}/{len(probes)}")
+        by_kind: dict[str, list[bool]] = {}
+        for r in rows:
+            if not r["no_record"]:
+                by_kind.setdefault(r["kind"], []).append(r["ok"])
+        print("  by kind: " + ", ".join(f"{k} {sum(v)}/{len(v)}" for k, v in sorted(by_kind.items())))
+        if args.verbose:
+            for r in rows:
+                if not r["ok"]:
+                    print(f"  MISS {r['conversation']} [{r['kind']}{', no-record' if r['no_record'] else ''}] "
+                          f"{r['question']} -> {r['cited']}")  # fmt: skip
+    finally:
+        if cleanup:
+            cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

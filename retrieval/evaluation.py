@@ -1,0 +1,91 @@
+"""Answer scoring on evalset conversations (evalset README, "Scoring"): ask every gold question in its
+channel and check the first five cited records, or the exact no-record sentence; plus cross-channel probes.
+
+Runs against whatever the database holds for the conversation's channel: a `jeeves replay`, or gold
+records seeded by bench/retrieval_qa.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from retrieval.answer import NO_RECORD
+from retrieval.ask import AskResult, ask
+
+TOP = 5
+
+
+def _asker(conv: dict[str, Any]) -> str:
+    org = conv["channel"]["org"]
+    human = next(m for m in conv["channel"]["members"] if m.get("handle") != "jeeves")
+    return f"{human['id']}@{org}"
+
+
+def _evidence(conv: dict[str, Any]) -> dict[str, set[str]]:
+    gold = conv["gold"]
+    return {r["id"]: set(r.get("evidence") or []) for r in [*gold["decisions"], *gold["actions"]]}
+
+
+def _ids(record: Any) -> set[str]:
+    return set((record.source_ref or {}).get("wire_msg_ids") or [])
+
+
+def score_conversation(conv: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per gold question: kind, whether it is a no-record question, whether the answer is right."""
+    evidence = _evidence(conv)
+    asker = _asker(conv)
+    rows = []
+    for q in conv["gold"]["questions"]:
+        result: AskResult = ask(conv["channel"]["id"], asker, q["q"])
+        if not q["expected"]:
+            ok = result.answer == NO_RECORD
+        else:
+            wanted = set(q.get("evidence") or [])
+            for gid in q["expected"]:
+                wanted |= evidence.get(gid, set())
+            ok = any(_ids(r) & wanted for r in result.records[:TOP])
+        rows.append(
+            {
+                "conversation": conv["id"],
+                "question": q["q"],
+                "kind": q["kind"],
+                "no_record": not q["expected"],
+                "ok": ok,
+                "cited": [r.id for r in result.records[:TOP]],
+                "timings_ms": result.timings_ms,
+            }
+        )
+    return rows
+
+
+def score_probes(probes: list[dict[str, Any]], convs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cross-channel probes: asked in one channel, answered only elsewhere: the right answer is no record."""
+    rows = []
+    for probe in probes:
+        conv = convs[probe["ask_in"]]
+        result = ask(conv["channel"]["id"], _asker(conv), probe["q"])
+        foreign = {c.split(":")[0] for c in probe["must_not_reveal"]}
+        leaked = [r.id for r in result.records if r.channel_id != conv["channel"]["id"]]
+        rows.append(
+            {
+                "probe": probe["q"],
+                "ok": result.answer == NO_RECORD and not leaked,
+                "leaked": leaked,
+                "from": sorted(foreign),
+            }
+        )
+    return rows
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    answerable = [r for r in rows if not r["no_record"]]
+    none = [r for r in rows if r["no_record"]]
+    return {
+        "questions": len(rows),
+        "answerable": len(answerable),
+        "answerable_top5": sum(r["ok"] for r in answerable),
+        "answerable_top5_rate": round(sum(r["ok"] for r in answerable) / max(1, len(answerable)), 3),
+        "no_record": len(none),
+        "no_record_right": sum(r["ok"] for r in none),
+        "no_record_rate": round(sum(r["ok"] for r in none) / max(1, len(none)), 3),
+    }
