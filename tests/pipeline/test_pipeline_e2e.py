@@ -204,6 +204,7 @@ def test_an_expired_claim_check_is_dropped_and_counted(pipeline_worker, jeeves_c
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_dev_set_through_the_real_pipeline(live_server, pipeline_worker, jeeves_cfg, tmp_path):
     """The README figures: every dev conversation replayed through bridge → worker → Postgres, scored."""
     result = _replay(evalset.EVALSET_DEV, live_server.url)
