@@ -63,27 +63,30 @@ class Retrieval:
 
 
 def plan_context(scope: RetrievalScope, now: datetime) -> PlanContext:
-    """Names the planner may match in the question: entities, people and tags of the scope."""
-    params = scope.params()
+    """Names the planner may match in the question: entities and people of the scope (one round trip)."""
     with connection.cursor() as cur:
         cur.execute(
-            f"SELECT e.name, e.aliases FROM entities e WHERE {scope.entities('e')} "
-            "ORDER BY e.mention_count DESC LIMIT 2000",
-            params,
+            f"""
+            (SELECT 'entity', e.mention_count, e.name, e.aliases FROM entities e WHERE {scope.entities("e")}
+             ORDER BY e.mention_count DESC LIMIT 2000)
+            UNION ALL
+            (SELECT DISTINCT 'member', 0, a.owner_name, ARRAY[a.owner_id] FROM actions a WHERE {scope.actions("a")}
+             AND a.owner_id IS NOT NULL AND a.owner_name IS NOT NULL LIMIT 500)
+            """,
+            scope.params(),
         )
-        entity_names: dict[str, str] = {}
-        for name, aliases in cur.fetchall():
-            for surface in [name, *(aliases or [])]:
+        rows = cur.fetchall()
+    entity_names: dict[str, str] = {}
+    members: dict[str, str] = {}
+    # Most mentioned first, so a surface form two entities share names the busier one.
+    for kind, _count, name, extra in sorted(rows, key=lambda r: (r[0], -r[1])):
+        if kind == "entity":
+            for surface in [name, *(extra or [])]:
                 entity_names.setdefault(surface.lower(), name)
-        cur.execute(
-            f"SELECT DISTINCT a.owner_id, a.owner_name FROM actions a WHERE {scope.actions('a')}"
-            " AND a.owner_id IS NOT NULL AND a.owner_name IS NOT NULL LIMIT 500",
-            params,
-        )
-        members: dict[str, str] = {}
-        for owner_id, owner_name in cur.fetchall():
-            members.setdefault(owner_name.lower(), owner_id)
-            members.setdefault(owner_name.split()[0].lower(), owner_id)
+        else:
+            owner_id = extra[0]
+            members.setdefault(name.lower(), owner_id)
+            members.setdefault(name.split()[0].lower(), owner_id)
     return PlanContext(now=now, asker_id=scope.user_id, entity_names=entity_names, members=members)
 
 

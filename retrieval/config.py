@@ -25,6 +25,14 @@ class RetrievalConfig:
     min_similarity: float = 0.5
     min_term_coverage: float = 0.6
     hnsw_ef_search: int = 40
+    # Semantic path: a scope with at most this many embeddings is scanned exactly (btree pre-filter,
+    # ~10 ms per 1,000 rows on the bench); a larger one walks the HNSW index with an iterative scan
+    # that reads at most `hnsw_max_scan_tuples` index tuples looking for k rows in scope.
+    exact_scan_max_rows: int = 3000
+    hnsw_max_scan_tuples: int = 20000
+    # Full-text matches: a scope of at most this many rows per table is read first (btree) and each row
+    # tested; a larger one is left to the planner (GIN and scope together). See paths._scope_first.
+    scope_first_max_rows: int = 5000
     graph_depth: int = 3
     top_n: int = 10
 

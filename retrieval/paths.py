@@ -100,7 +100,13 @@ def structured(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> 
 def semantic(
     plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, query_vector: Sequence[float] | None
 ) -> list[RecordKey]:
-    """Nearest records by cosine, scope in the same query; iterative scans keep going until k rows pass it."""
+    """Nearest records by cosine, scope in the same query.
+
+    A scope holding at most `cfg.exact_scan_max_rows` embeddings (a channel, a person's own records) is
+    scanned exactly through its btree index: faster than walking the org-wide HNSW graph for a filter
+    that passes one row in a thousand, and never short of k. A larger scope walks the HNSW index with
+    an iterative scan, which keeps going until k rows pass the scope.
+    """
     if query_vector is None:
         return []
     params = {
@@ -108,21 +114,47 @@ def semantic(
         "q": "[" + ",".join(f"{x:.6f}" for x in query_vector) + "]",
         "k": cfg.k["semantic"],
         "min_sim": cfg.min_similarity,
+        "cap": cfg.exact_scan_max_rows + 1,
     }
+    where = (
+        f"{scope.embeddings('e')} AND e.source_id IS NOT NULL"
+        " AND e.source_type IN ('decision', 'action', 'signal', 'summary', 'entity')"
+    )
+    # One round trip for the common case: the scope's rows (btree, at most cap of them; MATERIALIZED so the
+    # HNSW index is not used) and their count. When the count is at or under the threshold this IS the exact
+    # answer; above it the scope is large, and the iterative HNSW scan below takes over.
+    rows = _fetch(
+        f"""
+        WITH scoped AS MATERIALIZED (
+            SELECT e.source_type, e.source_id, e.embedding <=> %(q)s::vector AS dist FROM embeddings e
+            WHERE {where} LIMIT %(cap)s
+        )
+        SELECT n.n, top.source_type, top.source_id::text, top.sim
+        FROM (SELECT count(*) AS n FROM scoped) n
+        LEFT JOIN LATERAL (
+            SELECT source_type, source_id, 1 - dist AS sim FROM scoped
+            WHERE 1 - dist >= %(min_sim)s ORDER BY dist LIMIT %(k)s
+        ) top ON true
+        """,
+        params,
+    )
+    if rows[0][0] <= cfg.exact_scan_max_rows:
+        return [(t, rid) for _n, t, rid, _sim in rows if t is not None]
     sql = f"""
         SELECT source_type, source_id::text, sim FROM (
             SELECT e.source_type, e.source_id, 1 - (e.embedding <=> %(q)s::vector) AS sim
-            FROM embeddings e
-            WHERE {scope.embeddings("e")} AND e.source_id IS NOT NULL
-              AND e.source_type IN ('decision', 'action', 'signal', 'summary', 'entity')
+            FROM embeddings e WHERE {where}
             ORDER BY e.embedding <=> %(q)s::vector
             LIMIT %(k)s
         ) nearest WHERE sim >= %(min_sim)s ORDER BY sim DESC
     """
     with transaction.atomic(), connection.cursor() as cur:
         # relaxed_order: the index keeps scanning past rows the scope filters out (pgvector >= 0.8).
-        cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cur.execute(f"SET LOCAL hnsw.ef_search = {int(cfg.hnsw_ef_search)}")
+        cur.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+            " set_config('hnsw.ef_search', %(ef)s, true), set_config('hnsw.max_scan_tuples', %(max_scan)s, true)",
+            {"ef": str(int(cfg.hnsw_ef_search)), "max_scan": str(int(cfg.hnsw_max_scan_tuples))},
+        )
         cur.execute(sql, params)
         rows = cur.fetchall()
     return [(t, rid) for t, rid, _sim in rows]
@@ -130,45 +162,88 @@ def semantic(
 
 # --------------------------------------------------------------------------- full text
 
-_TERMS = """
-    terms AS (
-        SELECT q FROM unnest(%(kws)s::text[]) kw, websearch_to_tsquery('english', kw) q WHERE numnode(q) > 0
-    ),
-    anyq AS (SELECT websearch_to_tsquery('english', %(query)s) AS q),
-    nterms AS (SELECT greatest(count(*), 1)::float AS n FROM terms)
-"""
+
+class _Words:
+    """The question's words as tsquery constants written into the SQL (one bound parameter each).
+
+    Constants, not a CTE: Postgres folds `websearch_to_tsquery` at plan time, so the planner sees how
+    common the words are and starts from the scope's btree index when they are common, instead of a
+    GIN scan of the whole table. Coverage (the share of the words a record matches) is a sum of
+    boolean matches per row, with no subquery per row. A word that is all stop words counts for nothing.
+    """
+
+    def __init__(self, keywords: Sequence[str], params: dict[str, object]) -> None:
+        self.terms: list[str] = []
+        for i, kw in enumerate(keywords):
+            params[f"kw{i}"] = kw
+            self.terms.append(f"websearch_to_tsquery('english', %(kw{i})s)")
+        params["any_words"] = " or ".join(keywords)
+        self.any = "websearch_to_tsquery('english', %(any_words)s)"
+        self._n = "greatest(" + " + ".join(f"(numnode({t}) > 0)::int" for t in self.terms) + ", 1)::float"
+
+    def coverage(self, col: str) -> str:
+        return "((" + " + ".join(f"({col} @@ {t})::int" for t in self.terms) + f") / {self._n})"
 
 
-def _coverage(col: str) -> str:
-    return f"((SELECT count(*) FROM terms WHERE {col} @@ terms.q) / (SELECT n FROM nterms))"
+def _scope_first(
+    name: str, table: str, alias: str, predicate: str, match: str, select: str, order: str
+) -> tuple[str, str]:
+    """(CTE, branch) for a text match inside the scope, in one statement, scope rows first.
+
+    A scope is a channel or one person's records, so usually a few thousand rows at most: reading them
+    through the scope's btree index and testing the match on each beats intersecting with a GIN scan
+    of the whole table (a common word matches a tenth of it), which the planner prefers because it
+    cannot see that cost. The CTE reads at most `scope_cap` scope rows; when the scope is larger, the
+    second half of the branch runs instead (the planner's own plan: scope and GIN together). The two
+    halves are gated by the count, a constant of the statement, so only one of them executes.
+    """
+    cte = (
+        f"{name} AS MATERIALIZED (SELECT {alias}.id, {alias}.search_vector FROM {table} {alias}"
+        f" WHERE {predicate} LIMIT %(scope_cap)s)"
+    )
+    branch = (
+        f"(SELECT {select} FROM {name} {alias} WHERE {match}"
+        f" AND (SELECT count(*) FROM {name}) < %(scope_cap)s ORDER BY {order} LIMIT %(k)s)"
+        " UNION ALL "
+        f"(SELECT {select} FROM {table} {alias} WHERE {predicate} AND {match}"
+        f" AND (SELECT count(*) FROM {name}) >= %(scope_cap)s ORDER BY {order} LIMIT %(k)s)"
+    )
+    return cte, branch
 
 
 def fulltext(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> list[RecordKey]:
     """Any of the question's words (OR), ranked by how many of them a record covers, then ts_rank_cd."""
     if not plan.keywords:
         return []
-    params = {
+    params: dict[str, object] = {
         **scope.params(),
-        "kws": plan.keywords,
-        "query": " or ".join(plan.keywords),
         "k": cfg.k["fulltext"],
         "min_cov": cfg.min_term_coverage,
+        "scope_cap": cfg.scope_first_max_rows + 1,
     }
-    branches = []
+    words = _Words(plan.keywords, params)
+    ctes, branches = [], []
     for kind, table, alias, predicate in (
         ("decision", "decisions", "d", scope.decisions("d") + " AND d.status <> 'rejected'"),
         ("action", "actions", "a", scope.actions("a")),
         ("signal", "conversation_signals", "s", scope.signals("s")),
         ("summary", "summaries", "m", scope.summaries("m")),
     ):
-        branches.append(
-            f"(SELECT '{kind}' AS t, {alias}.id::text AS id, {_coverage(alias + '.search_vector')} AS cov,"
-            f" ts_rank_cd({alias}.search_vector, anyq.q) AS rank"
-            f" FROM {table} {alias}, anyq WHERE {predicate} AND {alias}.search_vector @@ anyq.q"
-            f" ORDER BY cov DESC, rank DESC LIMIT %(k)s)"
+        col = f"{alias}.search_vector"
+        cte, branch = _scope_first(
+            f"scoped_{kind}",
+            table,
+            alias,
+            predicate,
+            match=f"{col} @@ {words.any}",
+            select=f"'{kind}' AS t, {alias}.id::text AS id, {words.coverage(col)} AS cov,"
+            f" ts_rank_cd({col}, {words.any}) AS rank",
+            order="cov DESC, rank DESC",
         )
+        ctes.append(cte)
+        branches.append(branch)
     sql = (
-        f"WITH {_TERMS} SELECT t, id FROM ({' UNION ALL '.join(branches)}) hits"
+        f"WITH {', '.join(ctes)} SELECT t, id FROM ({' UNION ALL '.join(branches)}) hits"
         " WHERE cov >= %(min_cov)s ORDER BY cov DESC, rank DESC LIMIT %(k)s"
     )
     return [(t, rid) for t, rid in _fetch(sql, params)]
@@ -214,20 +289,27 @@ def graph(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> list[
     neighbours = [name for _rid, name, depth in reached if depth > 0]
     if neighbours:
         params["neighbour_query"] = " or ".join(f'"{n}"' for n in neighbours)
-        rows = _fetch(
-            f"""
-            WITH q AS (SELECT websearch_to_tsquery('english', %(neighbour_query)s) AS q)
-            SELECT t, id FROM (
-                (SELECT 'decision' AS t, d.id::text AS id, ts_rank_cd(d.search_vector, q.q) AS rank FROM decisions d, q
-                 WHERE {scope.decisions("d")} AND d.status <> 'rejected' AND d.search_vector @@ q.q
-                 ORDER BY rank DESC LIMIT %(k)s)
-                UNION ALL
-                (SELECT 'action', a.id::text, ts_rank_cd(a.search_vector, q.q) AS rank FROM actions a, q
-                 WHERE {scope.actions("a")} AND a.search_vector @@ q.q ORDER BY rank DESC LIMIT %(k)s)
-            ) x ORDER BY rank DESC LIMIT %(k)s
-            """,
-            params,
-        )
+        # The tsquery is a constant folded at plan time (see _Words); scope rows first (see _scope_first).
+        params["scope_cap"] = cfg.scope_first_max_rows + 1
+        q = "websearch_to_tsquery('english', %(neighbour_query)s)"
+        ctes, branches = [], []
+        for kind, table, alias, predicate in (
+            ("decision", "decisions", "d", scope.decisions("d") + " AND d.status <> 'rejected'"),
+            ("action", "actions", "a", scope.actions("a")),
+        ):
+            cte, branch = _scope_first(
+                f"scoped_{kind}",
+                table,
+                alias,
+                predicate,
+                match=f"{alias}.search_vector @@ {q}",
+                select=f"'{kind}' AS t, {alias}.id::text AS id, ts_rank_cd({alias}.search_vector, {q}) AS rank",
+                order="rank DESC",
+            )
+            ctes.append(cte)
+            branches.append(branch)
+        union = " UNION ALL ".join(branches)
+        rows = _fetch(f"WITH {', '.join(ctes)} SELECT t, id FROM ({union}) x ORDER BY rank DESC LIMIT %(k)s", params)
         keys.extend((t, rid) for t, rid in rows)
     return keys
 
@@ -248,12 +330,12 @@ def summary(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> lis
             ORDER BY (m.granularity = 'daily') DESC, m.period_end DESC LIMIT %(k)s
         """
     elif plan.keywords:
-        params.update(query=" or ".join(plan.keywords), min_cov=cfg.min_term_coverage)
+        params["min_cov"] = cfg.min_term_coverage
+        words = _Words(plan.keywords, params)
         sql = f"""
-            WITH {_TERMS}
-            SELECT m.id::text FROM summaries m, anyq
-            WHERE {scope.summaries("m")} AND m.search_vector @@ anyq.q
-              AND {_coverage("m.search_vector")} >= %(min_cov)s
+            SELECT m.id::text FROM summaries m
+            WHERE {scope.summaries("m")} AND m.search_vector @@ {words.any}
+              AND {words.coverage("m.search_vector")} >= %(min_cov)s
             ORDER BY m.period_end DESC LIMIT %(k)s
         """
     else:

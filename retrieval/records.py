@@ -43,42 +43,48 @@ class Record:
 
 _CHANNEL_NAME = "COALESCE((SELECT c.channel_name FROM channel_config c WHERE c.channel_id = {col}), {col})"
 
+# One branch per record type, all with the same columns so hydration is a single UNION ALL round trip:
+# type, id, friendly_id, channel_id, channel name, occurred_at, confidence, text, status, source_ref,
+# then typed extras x1, x2 (text), xs (text[]), t1, t2 (timestamptz) whose meaning depends on the type.
 _QUERIES: dict[str, str] = {
     "decision": """
-        SELECT d.id::text, d.friendly_id, d.channel_id, {chname}, d.decided_at, d.confidence, d.summary, d.status,
-               d.source_ref, d.rationale, d.decided_by, d.valid_until,
-               (SELECT s.friendly_id FROM decisions s WHERE s.id = d.superseded_by)
-        FROM decisions d WHERE d.id = ANY(%(ids)s::uuid[]) AND d.status <> 'rejected' AND {scope}
+        SELECT 'decision', d.id::text, d.friendly_id, d.channel_id, {chname}, d.decided_at, d.confidence::float8,
+               d.summary, d.status, d.source_ref::jsonb, d.rationale::text,
+               (SELECT s.friendly_id FROM decisions s WHERE s.id = d.superseded_by)::text, d.decided_by::text[],
+               d.valid_until, NULL::timestamptz
+        FROM decisions d WHERE d.id = ANY(%(decision_ids)s::uuid[]) AND d.status <> 'rejected' AND {scope}
     """,
     "action": """
-        SELECT a.id::text, a.friendly_id, a.channel_id, {chname},
+        SELECT 'action', a.id::text, a.friendly_id, a.channel_id, {chname},
                COALESCE((a.source_ref->'timestamp_range'->>'start')::timestamptz, a.created_at),
-               a.confidence, a.description, a.status, a.source_ref, a.owner_id, a.owner_name, a.deadline,
-               a.completed_at
-        FROM actions a WHERE a.id = ANY(%(ids)s::uuid[]) AND {scope}
+               a.confidence::float8, a.description, a.status, a.source_ref::jsonb, a.owner_id::text,
+               a.owner_name::text, NULL::text[], a.deadline, a.completed_at
+        FROM actions a WHERE a.id = ANY(%(action_ids)s::uuid[]) AND {scope}
     """,
     "signal": """
-        SELECT s.id::text, NULL, s.channel_id, {chname}, s.occurred_at, s.confidence, s.summary, s.signal_type,
-               s.source_ref
-        FROM conversation_signals s WHERE s.id = ANY(%(ids)s::uuid[]) AND {scope}
+        SELECT 'signal', s.id::text, NULL, s.channel_id, {chname}, s.occurred_at, s.confidence::float8, s.summary,
+               s.signal_type, s.source_ref::jsonb, NULL::text, NULL::text, NULL::text[], NULL::timestamptz,
+               NULL::timestamptz
+        FROM conversation_signals s WHERE s.id = ANY(%(signal_ids)s::uuid[]) AND {scope}
     """,
     "summary": """
-        SELECT m.id::text, NULL, m.scope_id, {chname}, m.period_end, 0.8, m.summary, m.granularity,
+        SELECT 'summary', m.id::text, NULL, m.scope_id, {chname}, m.period_end, 0.8::float8, m.summary, m.granularity,
                jsonb_build_object('timestamp_range', jsonb_build_object('start', m.period_start, 'end', m.period_end)),
-               m.period_start
-        FROM summaries m WHERE m.id = ANY(%(ids)s::uuid[]) AND {scope}
+               NULL::text, NULL::text, NULL::text[], m.period_start, NULL::timestamptz
+        FROM summaries m WHERE m.id = ANY(%(summary_ids)s::uuid[]) AND {scope}
     """,
     "entity": """
-        SELECT e.id::text, NULL, e.channel_id, {chname}, COALESCE(e.last_mentioned, e.first_seen, now()),
-               0.7, e.name, e.entity_type, jsonb_build_object('entity', e.id::text),
+        SELECT 'entity', e.id::text, NULL, e.channel_id, {chname}, COALESCE(e.last_mentioned, e.first_seen, now()),
+               0.7::float8, e.name, e.entity_type, jsonb_build_object('entity', e.id::text),
                (SELECT string_agg(x.line, '; ' ORDER BY x.line) FROM (
                     SELECT DISTINCT s.name || ' ' || replace(r.relationship, '_', ' ') || ' ' || t.name AS line
                     FROM entity_relationships r
                     JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
                     WHERE (r.source_id = e.id OR r.target_id = e.id) AND {relscope}
                       AND {sscope} AND {tscope}
-                    LIMIT 6) x)
-        FROM entities e WHERE e.id = ANY(%(ids)s::uuid[]) AND {scope}
+                    LIMIT 6) x),
+               NULL::text, NULL::text[], NULL::timestamptz, NULL::timestamptz
+        FROM entities e WHERE e.id = ANY(%(entity_ids)s::uuid[]) AND {scope}
     """,
 }
 
@@ -102,17 +108,18 @@ def _sql(kind: str, scope: RetrievalScope) -> str:
     )
 
 
-def _record(kind: str, row: tuple[Any, ...]) -> Record:
-    rid, friendly, channel_id, channel_name, occurred, confidence, text, status, source_ref, *rest = row
+def _record(row: tuple[Any, ...]) -> Record:
+    kind, rid, friendly, channel_id, channel_name, occurred, confidence, text, status, source_ref, *extra = row
+    x1, x2, xs, t1, t2 = extra
     detail: dict[str, Any] = {}
     if kind == "decision":
-        detail = {"rationale": rest[0], "decided_by": rest[1], "valid_until": rest[2], "superseded_by": rest[3]}
+        detail = {"rationale": x1, "decided_by": xs, "valid_until": t1, "superseded_by": x2}
     elif kind == "action":
-        detail = {"owner_id": rest[0], "owner_name": rest[1], "deadline": rest[2], "completed_at": rest[3]}
+        detail = {"owner_id": x1, "owner_name": x2, "deadline": t1, "completed_at": t2}
     elif kind == "summary":
-        detail = {"period_start": rest[0], "period_end": occurred}
+        detail = {"period_start": t1, "period_end": occurred}
     elif kind == "entity":
-        detail = {"relations": rest[0] or ""}
+        detail = {"relations": x1 or ""}
     return Record(
         type=kind,
         id=rid,
@@ -130,18 +137,24 @@ def _record(kind: str, row: tuple[Any, ...]) -> Record:
 
 
 def hydrate(keys: Iterable[RecordKey], scope: RetrievalScope) -> dict[RecordKey, Record]:
+    """The keys' records, each read again inside the scope, in one round trip."""
     by_kind: dict[str, list[str]] = {}
     for kind, rid in keys:
-        by_kind.setdefault(kind, []).append(rid)
-    records: dict[RecordKey, Record] = {}
+        if kind in _QUERIES:
+            by_kind.setdefault(kind, []).append(rid)
+    if not by_kind:
+        return {}
+    params: dict[str, object] = {**scope.params()}
+    for kind, ids in by_kind.items():
+        params[f"{kind}_ids"] = list(dict.fromkeys(ids))
+    sql = " UNION ALL ".join(f"({_sql(kind, scope)})" for kind in by_kind)
     with connection.cursor() as cur:
-        for kind, ids in by_kind.items():
-            if kind not in _QUERIES:
-                continue
-            cur.execute(_sql(kind, scope), {**scope.params(), "ids": list(dict.fromkeys(ids))})
-            for row in cur.fetchall():
-                record = _record(kind, row)
-                records[record.key] = record
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+    records: dict[RecordKey, Record] = {}
+    for row in rows:
+        record = _record(row)
+        records[record.key] = record
     return records
 
 

@@ -39,10 +39,11 @@ class RetrievalScope:
         return {"scope_org": self.organisation_id, "scope_channel": self.channel_id, "scope_user": self.user_id}
 
     # Each predicate takes the table alias and uses only the named parameters of `params()`.
+    # Array membership is written `col @> ARRAY[x]` (same rows as `x = ANY(col)`) so the GIN indexes serve it.
 
     def decisions(self, a: str) -> str:
         if self.personal:
-            return f"({a}.organisation_id = %(scope_org)s AND %(scope_user)s = ANY({a}.decided_by))"
+            return f"({a}.organisation_id = %(scope_org)s AND {a}.decided_by @> ARRAY[%(scope_user)s]::text[])"
         return f"({a}.organisation_id = %(scope_org)s AND {a}.channel_id = %(scope_channel)s)"
 
     def actions(self, a: str) -> str:
@@ -52,7 +53,7 @@ class RetrievalScope:
 
     def signals(self, a: str) -> str:
         if self.personal:
-            return f"({a}.organisation_id = %(scope_org)s AND %(scope_user)s = ANY({a}.participants))"
+            return f"({a}.organisation_id = %(scope_org)s AND {a}.participants @> ARRAY[%(scope_user)s]::text[])"
         return f"({a}.organisation_id = %(scope_org)s AND {a}.channel_id = %(scope_channel)s)"
 
     def embeddings(self, a: str) -> str:
@@ -76,11 +77,14 @@ class RetrievalScope:
             return (
                 f"({a}.organisation_id = %(scope_org)s AND NOT {a}.deleted AND {a}.id IN ("
                 "SELECT unnest(s.related_entities) FROM conversation_signals s"
-                " WHERE s.organisation_id = %(scope_org)s AND %(scope_user)s = ANY(s.participants)))"
+                " WHERE s.organisation_id = %(scope_org)s AND s.participants @> ARRAY[%(scope_user)s]::text[]))"
             )
-        return f"({a}.organisation_id = %(scope_org)s AND NOT {a}.deleted AND %(scope_channel)s = ANY({a}.channel_ids))"
+        return (
+            f"({a}.organisation_id = %(scope_org)s AND NOT {a}.deleted"
+            f" AND {a}.channel_ids @> ARRAY[%(scope_channel)s]::text[])"
+        )
 
     def relationships(self, a: str) -> str:
         if self.personal:
             return f"({a}.organisation_id = %(scope_org)s)"  # endpoints are scoped by `entities` in the same query
-        return f"({a}.organisation_id = %(scope_org)s AND %(scope_channel)s = ANY({a}.channel_ids))"
+        return f"({a}.organisation_id = %(scope_org)s AND {a}.channel_ids @> ARRAY[%(scope_channel)s]::text[])"

@@ -6,6 +6,7 @@ The world is built once per module; hypothesis draws the asker, the channel and 
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 from dataclasses import dataclass, field
@@ -270,7 +271,13 @@ def _check(world: World, scope: RetrievalScope, keys) -> None:
 def test_every_path_returns_only_in_scope_records(world, data, question):
     scope = _asker(world, data)
     vector = data.draw(st.sampled_from(world.vectors))
-    found = retrieve(question, scope, CFG, query_vector=vector, plan=offline_plan(question, plan_context(scope, NOW)))
+    # Both semantic branches: the exact scan of the scope's rows, and the iterative HNSW scan (threshold 0).
+    cfg = (
+        CFG
+        if data.draw(st.booleans(), label="exact semantic scan")
+        else dataclasses.replace(CFG, exact_scan_max_rows=0)
+    )
+    found = retrieve(question, scope, cfg, query_vector=vector, plan=offline_plan(question, plan_context(scope, NOW)))
     for path, keys in found.path_hits.items():
         _check(world, scope, [k for k in keys if k in found.records] if path == "semantic" else keys)
         assert path != "semantic" or keys, "semantic path found nothing: iterative scan did not reach k"

@@ -111,7 +111,8 @@ def test_semantic_path_with_embedder_vectors(world):
     assert ("decision", str(w["d2"].id)) not in got
 
 
-def test_semantic_small_channel_in_a_big_organisation_still_gets_k(django_db_blocker):
+@pytest.mark.parametrize("exact_scan_max_rows", [3000, 0], ids=["exact-scan", "hnsw-iterative"])
+def test_semantic_small_channel_in_a_big_organisation_still_gets_k(exact_scan_max_rows):
     big, small = f.channel(name="big"), f.channel(name="small")
     # 600 near neighbours in another channel crowd the index; the small channel's 12 are farther away.
     for i in range(600):
@@ -119,7 +120,13 @@ def test_semantic_small_channel_in_a_big_organisation_still_gets_k(django_db_blo
     small_ids = {
         str(f.embed(f.signal(small, f"small note {i}"), f.unit(0, noise={300: 0.6})).source_id) for i in range(12)
     }
-    cfg = dataclasses.replace(CFG, k={**CFG.k, "semantic": 10}, hnsw_ef_search=10, min_similarity=0.1)
+    cfg = dataclasses.replace(
+        CFG,
+        k={**CFG.k, "semantic": 10},
+        hnsw_ef_search=10,
+        min_similarity=0.1,
+        exact_scan_max_rows=exact_scan_max_rows,
+    )
     from django.db import connection
 
     with connection.cursor() as cur:
@@ -127,6 +134,36 @@ def test_semantic_small_channel_in_a_big_organisation_still_gets_k(django_db_blo
     got = paths.semantic(QueryPlan(), scope(small, f.user()), cfg, f.unit(0))
     assert len(got) == 10
     assert {rid for _t, rid in got} <= small_ids
+
+
+def test_semantic_exact_scan_and_hnsw_agree_in_scope():
+    """The two branches of the semantic path: same in-scope neighbours, best first, on a small dataset."""
+    import random
+
+    rng = random.Random(3)
+    org_channels = [f.channel(name=f"sem-{i}") for i in range(4)]
+    dm = f.channel(name="sem-dm", personal=True)
+    foreign = f.channel(org="northwind.example", name="sem-foreign")
+    alice = f.user()
+    for i in range(160):
+        ch = [*org_channels, foreign][i % 5]
+        author = alice if i % 3 == 0 else f.user()
+        # A shared axis (7) with a distinct weight per row: no two rows tie on distance to the queries.
+        vector = f.unit(i % 7, noise={7: rng.uniform(0.05, 0.95), 8 + rng.randrange(300): rng.uniform(0.1, 0.9)})
+        f.embed(f.signal(ch, f"note {i}", participants=[author]), vector, author=author)
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE embeddings")
+    # ef_search 200 over 160 rows: the HNSW walk sees every row, so both branches must agree exactly.
+    exact = dataclasses.replace(CFG, min_similarity=-1.0, hnsw_ef_search=200, exact_scan_max_rows=3000)
+    hnsw = dataclasses.replace(exact, exact_scan_max_rows=0)
+    for s in (scope(org_channels[1], f.user()), scope(dm, alice, personal=True)):
+        for query in (f.unit(0, noise={7: 0.3}), f.unit(3, noise={7: 0.5, 40: 0.5})):
+            by_exact = paths.semantic(QueryPlan(), s, exact, query)
+            by_hnsw = paths.semantic(QueryPlan(), s, hnsw, query)
+            assert len(by_exact) == CFG.k["semantic"]
+            assert by_exact == by_hnsw
 
 
 def test_graph_bfs_depth_three_within_scope():
