@@ -11,6 +11,7 @@ Redis keys per channel (ids only, never text):
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable
 
@@ -24,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 PREFIX = "jeeves:extract:"
 EXTRACT_TASK = "pipeline.tasks.extract_channel"
+# A scheduled run this late (seconds past its due time) is presumed lost and scheduled again.
+OVERDUE_S = 30
 
 
 def _pending_key(channel_id: str) -> str:
@@ -83,15 +86,29 @@ def request_extract(channel_id: str, epoch: int) -> str:
     cfg = settings.JEEVES
     client = get_redis()
     if client.scard(_pending_key(channel_id)) >= cfg.extract_batch:
-        client.set(_lock_key(channel_id), "now", ex=_schedule_ttl())
+        client.set(_lock_key(channel_id), str(time.time()), ex=_schedule_ttl())
         _publish(channel_id, epoch, 0)
         logger.info("extract now (batch pending): channel=%s", channel_id)
         return "now"
-    if client.set(_lock_key(channel_id), "scheduled", nx=True, ex=_schedule_ttl()):
+    due = time.time() + cfg.extract_debounce_s
+    if client.set(_lock_key(channel_id), str(due), nx=True, ex=_schedule_ttl()):
         _publish(channel_id, epoch, cfg.extract_debounce_s)
         logger.info("extract scheduled in %ss: channel=%s", cfg.extract_debounce_s, channel_id)
         return "scheduled"
+    if _overdue(client.get(_lock_key(channel_id))):
+        # The scheduled run never started (its worker died, or it expired): schedule afresh.
+        client.set(_lock_key(channel_id), str(due), ex=_schedule_ttl())
+        _publish(channel_id, epoch, cfg.extract_debounce_s)
+        logger.warning("extract rescheduled (the scheduled run is overdue): channel=%s", channel_id)
+        return "rescheduled"
     return "covered"
+
+
+def _overdue(value: str | None) -> bool:
+    try:
+        return value is not None and float(value) + OVERDUE_S < time.time()
+    except ValueError:
+        return False
 
 
 def begin_run(channel_id: str) -> str | None:
@@ -113,9 +130,10 @@ def end_run(channel_id: str, token: str) -> None:
 
 def retry_later(channel_id: str, epoch: int) -> None:
     """Another run holds the channel: come back after the debounce, once."""
-    if get_redis().set(_lock_key(channel_id), "retry", nx=True, ex=_schedule_ttl()):
+    due = time.time() + settings.JEEVES.extract_debounce_s
+    if get_redis().set(_lock_key(channel_id), str(due), nx=True, ex=_schedule_ttl()):
         _publish(channel_id, epoch, settings.JEEVES.extract_debounce_s)
 
 
 def flush(channel_id: str) -> None:
-    get_redis().delete(_pending_key(channel_id), _lock_key(channel_id))
+    get_redis().delete(_pending_key(channel_id), _lock_key(channel_id), _running_key(channel_id))

@@ -84,3 +84,20 @@ def test_a_changed_figure_is_a_new_decision_not_a_restatement(jeeves_settings, r
     assert Decision.objects.filter(channel=channel).count() == 2
     later = Decision.objects.get(channel=channel, friendly_id="DEC-0002")
     assert later.source_ref["wire_msg_ids"] == ["m024"]
+
+
+def test_debounce_schedules_one_run_per_burst_and_replaces_a_lost_one(jeeves_settings, redis_client):
+    cid = "c0ffee00-0000-4000-8000-0000000000d1@wire.example"
+    debounce.flush(cid)
+    debounce.note_classified(cid, "m1")
+    assert debounce.request_extract(cid, 0) == "scheduled"
+    debounce.note_classified(cid, "m2")
+    assert debounce.request_extract(cid, 0) == "covered"
+    # The scheduled run never came (its worker died): once overdue, the next message schedules afresh.
+    redis_client.set(f"jeeves:extract:lock:{cid}", "0")
+    assert debounce.request_extract(cid, 0) == "rescheduled"
+    debounce.flush(cid)
+    for i in range(jeeves_settings.extract_batch):
+        debounce.note_classified(cid, f"b{i}")
+    assert debounce.request_extract(cid, 0) == "now"
+    debounce.flush(cid)
