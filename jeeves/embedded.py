@@ -7,7 +7,9 @@ Data lives under `.jeeves/` in the project root; a later run reuses it.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -16,15 +18,15 @@ logger = logging.getLogger(__name__)
 DATABASE_NAME = "jeeves"
 
 
-def local_secret_key(data_root: Path) -> str:
-    """A per-checkout secret kept in `.jeeves/secret_key` when DJANGO_SECRET_KEY is unset."""
-    import secrets
-
-    path = data_root / "secret_key"
+def local_value(data_root: Path, name: str, make: Callable[[], str]) -> str:
+    """A per-checkout value kept in `.jeeves/<name>` (0600), made once, for what the environment leaves unset."""
+    path = data_root / name
     if not path.exists():
         data_root.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(make())
+        tmp.chmod(0o600)
+        tmp.replace(path)  # atomic: two processes starting together agree on one value
     return path.read_text().strip()
 
 
@@ -85,6 +87,4 @@ def stop_postgres(pgdata: Path) -> None:
 
 
 def _running_as_root() -> bool:
-    import os
-
     return hasattr(os, "geteuid") and os.geteuid() == 0

@@ -6,6 +6,9 @@ A bad value stops start-up with one line naming the variable (jeeves.config.Conf
 from __future__ import annotations
 
 import os
+import secrets
+import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import dj_database_url
@@ -39,7 +42,22 @@ def _env_bool(name: str, default: bool) -> bool:
 
 
 DEBUG = _env_bool("DJANGO_DEBUG", False)
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip() or embedded.local_secret_key(DATA_ROOT)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip() or embedded.local_value(
+    DATA_ROOT, "secret_key", lambda: secrets.token_urlsafe(50)
+)
+# The embedded default needs no Wire account: when unset, a local webhook secret and app id are
+# made once under .jeeves/, so `jeeves up` and `jeeves replay` agree with no configuration.
+if not JEEVES.wire_secret:
+    JEEVES = replace(
+        JEEVES, wire_secret=embedded.local_value(DATA_ROOT, "wire_secret", lambda: secrets.token_urlsafe(32))
+    )
+if not JEEVES.wire_app_id:
+    JEEVES = replace(
+        JEEVES,
+        wire_app_id=embedded.local_value(
+            DATA_ROOT, "wire_app_id", lambda: f"{uuid.uuid4()}@{JEEVES.wire_default_domain}"
+        ),
+    )
 ALLOWED_HOSTS = [
     h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()
 ]

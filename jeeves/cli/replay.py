@@ -45,11 +45,9 @@ def conversation_files(path: Path) -> list[Path]:
 def run(options: dict[str, Any], command: Any) -> None:
     from django.conf import settings
 
+    # Unset JEEVES_WIRE_SECRET / JEEVES_WIRE_APP_ID resolve to the same local values in the web
+    # server of `jeeves up` (settings keeps them under .jeeves/), so the replay needs no configuration.
     cfg = settings.JEEVES
-    if not cfg.wire_app_id:
-        raise CommandError("set JEEVES_WIRE_APP_ID (uuid@domain) for the replay and the web server alike")
-    if not cfg.wire_secret:
-        raise CommandError("set JEEVES_WIRE_SECRET for the replay and the web server alike")
     replayer = Replayer(options["url"], cfg.wire_secret, cfg.wire_app_id, options["timeout"], quiet=options["json"])
     channels = []
     for file in conversation_files(Path(options["path"])):
