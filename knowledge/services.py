@@ -583,6 +583,45 @@ def has_embedding(source_type: str, source_id: uuid.UUID) -> bool:
     return Embedding.objects.filter(source_type=source_type, source_id=source_id).exists()
 
 
+def record_message_embedding(
+    channel_id: str,
+    wire_msg_id: str,
+    vector: Sequence[float],
+    *,
+    organisation_id: str,
+    author_id: str | None,
+    created_at: datetime,
+    model: str | None = None,
+) -> bool:
+    """The vector of a raw message (only with JEEVES_EMBED_MESSAGES=1; never its text). One row per
+    (channel, message): a redelivered task hits the partial unique index and writes nothing (False)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO embeddings
+                (id, source_type, source_id, wire_msg_id, channel_id, organisation_id, author_id,
+                 created_at, topic_tags, model, embedding)
+            VALUES (gen_random_uuid(), 'message', NULL, %s, %s, %s, %s, %s, '{}', %s, %s::vector)
+            ON CONFLICT (channel_id, wire_msg_id) WHERE source_type = 'message' DO NOTHING
+            RETURNING id
+            """,
+            [
+                wire_msg_id,
+                channel_id,
+                organisation_id,
+                author_id,
+                created_at,
+                model,
+                "[" + ",".join(repr(float(x)) for x in vector) + "]",
+            ],
+        )
+        return cursor.fetchone() is not None
+
+
+def has_message_embedding(channel_id: str, wire_msg_id: str) -> bool:
+    return Embedding.objects.filter(source_type="message", channel_id=channel_id, wire_msg_id=wire_msg_id).exists()
+
+
 # --------------------------------------------------------------------------- model calls
 
 

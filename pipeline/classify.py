@@ -11,7 +11,7 @@ from django.conf import settings
 
 from knowledge import services
 from knowledge.models import ChannelConfig, Entity, MessageReceipt
-from pipeline import debounce, llm, members, offline, prompts, window
+from pipeline import debounce, embed, llm, members, offline, prompts, window
 from pipeline.context import ChannelContext
 from pipeline.schemas import HIGH_SIGNAL, ClassifyResult
 
@@ -120,6 +120,8 @@ def classify_message(channel: ChannelConfig, wire_msg_id: str, text: str) -> Cla
     else:
         outcome = MessageReceipt.Outcome.SIGNAL
         _record_gist_signal(channel, wire_msg_id, text, result, categories, author_id, sent_at, model)
+    # Before the receipt moves to tier 1: a worker killed in between is redelivered and writes it then.
+    embed.embed_message(channel, wire_msg_id, text, author_id=author_id, sent_at=sent_at)
     services.mark_receipt(channel.channel_id, wire_msg_id, outcome=outcome, tier=1, categories=categories)
     debounce.note_classified(channel.channel_id, wire_msg_id)
     if high:

@@ -1,5 +1,6 @@
 """Tier 3: vectors of the *synthesised* text of records (decisions, actions, signals, entities,
-summaries) into `embeddings`. Given record ids only; raw messages are never embedded here."""
+summaries) into `embeddings`, given record ids only; and, only with JEEVES_EMBED_MESSAGES=1, the
+vector (never the text) of a raw message, called by Tier 1 while the text is in hand."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import logging
 import threading
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 
 from django.conf import settings
 
 from knowledge import services
-from knowledge.models import Action, ConversationSignal, Decision, Entity, Summary
+from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, Entity, Summary
 from pipeline import embedder
 
 logger = logging.getLogger(__name__)
@@ -105,3 +107,26 @@ def embed_records(records: Sequence[tuple[str, str]]) -> int:
         )
     logger.info("embedded %d records", written)
     return written
+
+
+def embed_message(
+    channel: ChannelConfig, wire_msg_id: str, text: str, *, author_id: str | None, sent_at: datetime | None
+) -> bool:
+    """One `message` row for a raw message when JEEVES_EMBED_MESSAGES is on and the embedder passed
+    its probe. Idempotent (a redelivery writes nothing); the text lives only in this call."""
+    if not settings.JEEVES.embed_messages or sent_at is None or not text.strip():
+        return False
+    if services.has_message_embedding(channel.channel_id, wire_msg_id):
+        return False  # a redelivery: skip the model call too
+    found = vectors([text])
+    if found is None:
+        return False
+    return services.record_message_embedding(
+        channel.channel_id,
+        wire_msg_id,
+        found[0],
+        organisation_id=channel.organisation_id,
+        author_id=author_id or None,
+        created_at=sent_at,
+        model=settings.JEEVES.slot("embed").model,
+    )
