@@ -68,8 +68,10 @@ app.conf.update(
     worker_hijack_root_logger=False,
     timezone="UTC",
     enable_utc=True,
-    # Beat: summaries run hourly and each channel decides whether it is 08:00 in its own
-    # timezone; staleness twice a day. The tasks land with the summaries/proactive issue.
+    # Beat: `summarise_due_channels` runs hourly and writes the daily (weekly: Monday) summary of
+    # each channel where it is then the 08:00 hour in its own timezone (pipeline/summaries.py);
+    # weekly at :05 so Sunday's daily, written at :00, is there. `staleness_check` twice a day
+    # nudges about overdue open actions not asked about in 24 h (pipeline/staleness.py).
     beat_schedule={
         "daily-summaries": {
             "task": "pipeline.tasks.summarise_due_channels",

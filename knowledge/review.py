@@ -1,10 +1,12 @@
-"""Domain services for human review: marking an action done, superseding a decision (commands and admin)."""
+"""Domain services for human review: an action done, still open or cancelled; a decision superseded."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -34,6 +36,40 @@ def mark_action_done(channel_id: str, friendly_id: str, *, by: str) -> Action:
             action.last_status_check = now
             action.save(update_fields=["status", "completed_at", "last_status_check"])
             logger.info("action done: channel=%s action=%s by=%s", channel_id, action.id, by)
+    return action
+
+
+def keep_action_open(channel_id: str, friendly_id: str, *, by: str) -> Action:
+    """Someone says the action is still in progress: it stays open, and the next staleness
+    nudge waits JEEVES_STALENESS_DAYS (its `staleness_at` moves on)."""
+    with transaction.atomic():
+        action = Action.objects.select_for_update().filter(channel_id=channel_id, friendly_id=friendly_id).first()
+        if action is None:
+            raise ReviewError("unknown action")
+        if action.status not in (ActionStatus.OPEN, ActionStatus.STALE):
+            raise ReviewError(f"the action is already {action.status}")
+        now = timezone.now()
+        action.status = ActionStatus.OPEN
+        action.last_status_check = now
+        action.staleness_at = now + timedelta(days=settings.JEEVES.staleness_days)
+        action.save(update_fields=["status", "last_status_check", "staleness_at"])
+        logger.info("action still open: channel=%s action=%s by=%s", channel_id, action.id, by)
+    return action
+
+
+def cancel_action(channel_id: str, friendly_id: str, *, by: str) -> Action:
+    """Withdraw the channel's action `friendly_id` (status cancelled). Idempotent; a done action stays done."""
+    with transaction.atomic():
+        action = Action.objects.select_for_update().filter(channel_id=channel_id, friendly_id=friendly_id).first()
+        if action is None:
+            raise ReviewError("unknown action")
+        if action.status == ActionStatus.DONE:
+            raise ReviewError("the action is already done")
+        if action.status != ActionStatus.CANCELLED:
+            action.status = ActionStatus.CANCELLED
+            action.last_status_check = timezone.now()
+            action.save(update_fields=["status", "last_status_check"])
+            logger.info("action cancelled: channel=%s action=%s by=%s", channel_id, action.id, by)
     return action
 
 

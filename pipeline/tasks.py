@@ -99,6 +99,31 @@ def forget_message(channel_id: str, wire_msg_id: str) -> None:
     logger.info("forgot message: channel=%s msg=%s %s", channel_id, wire_msg_id, counts)
 
 
+@shared_task(name="pipeline.tasks.summarise_due_channels", queue=Queue.SUMMARISE.value)
+def summarise_due_channels(granularity: str) -> None:
+    """Beat, hourly: the daily (or Monday's weekly) summary of every channel where it is now 08:00."""
+    from pipeline import summaries
+
+    for channel, summary in summaries.summarise_due(granularity):
+        # Ids only; no claim-check text to outlive, so the embed may wait behind a busy queue.
+        embed_records.apply_async(
+            kwargs={
+                "channel_id": channel.channel_id,
+                "epoch": channel.epoch,
+                "records": [["summary", str(summary.pk)]],
+            },
+            expires=3600,
+        )
+
+
+@shared_task(name="pipeline.tasks.staleness_check", queue=Queue.SUMMARISE.value)
+def staleness_check() -> None:
+    """Beat, twice daily: one nudge per overdue open action not asked about in 24 hours."""
+    from pipeline import staleness
+
+    staleness.run()
+
+
 @task_revoked.connect
 def _count_expired(sender=None, request=None, expired: bool = False, **kwargs) -> None:
     """Celery dropped a task past its `expires`: count it (and mark its receipt) instead of losing it silently."""

@@ -12,7 +12,7 @@ import logging
 from django.conf import settings
 
 from jeeves.redis import get_redis
-from knowledge import channels
+from knowledge import channels, review
 from knowledge.models import ChannelState
 from pipeline import claimcheck, members
 from retrieval import commands as knowledge_commands
@@ -183,7 +183,8 @@ def reply_to_button(
 
 
 def button_reply(channel_id: str, user_id: str, button_id: str | None, outcome: str) -> Reply:
-    """Button ids Jeeves hands out: `cmd:<command>`, `stale:ACT-n:done`, `contradiction:DEC-a:DEC-b:<choice>`."""
+    """Button ids Jeeves hands out: `cmd:<command>`, `stale:ACT-n:open|done|cancel`,
+    `contradiction:DEC-a:DEC-b:<choice>`."""
     if button_id is None:
         return Reply(replies.BUTTON_LAPSED)
     if outcome in STATE_REPLIES:
@@ -200,6 +201,8 @@ def button_reply(channel_id: str, user_id: str, button_id: str | None, outcome: 
         friendly, _, choice = rest.partition(":")
         if choice == "done":
             return Reply(knowledge_commands.mark_action_done(channel_id, user_id, friendly))
+        if choice in {"open", "cancel"}:
+            return _stale_answer(channel_id, user_id, friendly, choice)
     if prefix == "contradiction":
         parts = rest.split(":")
         if len(parts) == 3 and parts[2] == "supersede":
@@ -207,3 +210,17 @@ def button_reply(channel_id: str, user_id: str, button_id: str | None, outcome: 
         if len(parts) == 3 and parts[2] in {"keep", "dismiss"}:
             return Reply(replies.CONTRADICTION_KEPT if parts[2] == "keep" else replies.DISMISSED)
     return Reply(replies.BUTTON_UNKNOWN)
+
+
+def _stale_answer(channel_id: str, user_id: str, friendly_id: str, choice: str) -> Reply:
+    """A staleness nudge answered "still in progress" (the next nudge waits) or "cancel" (withdrawn)."""
+    try:
+        if choice == "open":
+            review.keep_action_open(channel_id, friendly_id, by=user_id)
+            return Reply(replies.STALE_STILL_OPEN.format(value=friendly_id))
+        review.cancel_action(channel_id, friendly_id, by=user_id)
+        return Reply(replies.STALE_CANCELLED.format(value=friendly_id))
+    except review.ReviewError as exc:
+        if exc.reason == "unknown action":
+            return Reply(f"I'm afraid I have no record of {friendly_id} in this channel.")
+        return Reply(f"I'm afraid I cannot do that: {exc.reason}.")
