@@ -159,31 +159,12 @@ def main() -> None:
             for conv in convs.values():
                 seed_gold(conv, entities)
         rows = [row for conv in convs.values() for row in evaluation.score_conversation(conv)]
-        probes_file = (path if path.is_dir() else path.parent) / "cross-channel.json"
-        probes = []
-        if probes_file.exists():
-            wanted = [p for p in json.loads(probes_file.read_text()) if p["ask_in"] in convs]
-            probes = evaluation.score_probes(wanted, convs)
-        s = evaluation.summarise(rows)
+        probes = evaluation.score_probes(evaluation.load_probes(path, convs), convs)
+        s = evaluation.summarise(rows, probes)
         mode = "gold records seeded (retrieval alone)" if args.gold else "database as replayed"
         print(f"evalset {path.name}: {len(convs)} conversations, {mode}, offline engine")
-        print(f"  answerable questions with an expected record in the top 5: {s['answerable_top5']}/{s['answerable']}"
-              f" = {s['answerable_top5_rate']:.1%}")  # fmt: skip
-        print(f"  no-record questions answered with the no-record sentence: {s['no_record_right']}/{s['no_record']}"
-              f" = {s['no_record_rate']:.1%}")  # fmt: skip
-        if probes:
-            right = sum(p["ok"] for p in probes)
-            print(f"  cross-channel probes answered 'no record' without a leak: {right}/{len(probes)}")
-        by_kind: dict[str, list[bool]] = {}
-        for r in rows:
-            if not r["no_record"]:
-                by_kind.setdefault(r["kind"], []).append(r["ok"])
-        print("  by kind: " + ", ".join(f"{k} {sum(v)}/{len(v)}" for k, v in sorted(by_kind.items())))
-        if args.verbose:
-            for r in rows:
-                if not r["ok"]:
-                    print(f"  MISS {r['conversation']} [{r['kind']}{', no-record' if r['no_record'] else ''}] "
-                          f"{r['question']} -> {r['cited']}")  # fmt: skip
+        for line in evaluation.render(s, rows if args.verbose else None):
+            print(f"  {line}")
     finally:
         if cleanup:
             cleanup()

@@ -7,6 +7,8 @@ records seeded by bench/retrieval_qa.py.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from retrieval.answer import NO_RECORD
@@ -77,9 +79,30 @@ def score_probes(probes: list[dict[str, Any]], convs: dict[str, dict[str, Any]])
     return rows
 
 
-def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def load_probes(path: Path, convs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cross-channel probes next to the conversations at `path` whose channel is among `convs`."""
+    probes_file = (path if path.is_dir() else path.parent) / "cross-channel.json"
+    if not probes_file.exists():
+        return []
+    return [p for p in json.loads(probes_file.read_text(encoding="utf-8")) if p["ask_in"] in convs]
+
+
+def summarise(rows: list[dict[str, Any]], probes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The two figures (answerable in the top five, no-record right), per kind, and the probes."""
     answerable = [r for r in rows if not r["no_record"]]
     none = [r for r in rows if r["no_record"]]
+    by_kind: dict[str, dict[str, int]] = {}
+    for r in rows:
+        kind = by_kind.setdefault(
+            r["kind"], {"answerable": 0, "answerable_top5": 0, "no_record": 0, "no_record_right": 0}
+        )
+        if r["no_record"]:
+            kind["no_record"] += 1
+            kind["no_record_right"] += r["ok"]
+        else:
+            kind["answerable"] += 1
+            kind["answerable_top5"] += r["ok"]
+    probes = probes or []
     return {
         "questions": len(rows),
         "answerable": len(answerable),
@@ -88,4 +111,38 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "no_record": len(none),
         "no_record_right": sum(r["ok"] for r in none),
         "no_record_rate": round(sum(r["ok"] for r in none) / max(1, len(none)), 3),
+        "by_kind": dict(sorted(by_kind.items())),
+        "probes": len(probes),
+        "probes_right": sum(p["ok"] for p in probes),
+        "probes_leaked": sum(bool(p["leaked"]) for p in probes),
     }
+
+
+def render(s: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> list[str]:
+    """The figures as text lines; with `rows`, every miss too."""
+    lines = [
+        f"answerable questions with an expected record in the top {TOP}: "
+        f"{s['answerable_top5']}/{s['answerable']} = {s['answerable_top5_rate']:.1%}",
+        f"no-record questions answered with the no-record sentence: "
+        f"{s['no_record_right']}/{s['no_record']} = {s['no_record_rate']:.1%}",
+    ]
+    if s["probes"]:
+        lines.append(
+            f"cross-channel probes answered 'no record' without a leak: {s['probes_right']}/{s['probes']}"
+            f" (leaked: {s['probes_leaked']})"
+        )
+    lines.append(
+        "by kind: "
+        + ", ".join(
+            f"{kind} {k['answerable_top5']}/{k['answerable']}"
+            + (f" (+ no-record {k['no_record_right']}/{k['no_record']})" if k["no_record"] else "")
+            for kind, k in s["by_kind"].items()
+        )
+    )
+    for r in rows or []:
+        if not r["ok"]:
+            lines.append(
+                f"MISS {r['conversation']} [{r['kind']}{', no-record' if r['no_record'] else ''}] "
+                f"{r['question']} -> {r['cited']}"
+            )
+    return lines

@@ -4,6 +4,9 @@ extracted against the gold labels (scoring rules of the evalset README).
 A predicted decision/action matches a gold one when its source_ref ids overlap the gold evidence
 (greedy, largest overlap first, each gold record at most once). `--from FILE` scores the output
 of an earlier `jeeves replay --json` instead of replaying.
+
+`--answers` then asks every gold question in its channel (and the cross-channel probes) through
+`retrieval.ask.ask` against the configured database, and scores the answers (retrieval/evaluation.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the pipeline per file")
     parser.add_argument("--json", action="store_true", help="print the scores as one JSON object")
     parser.add_argument("--verbose", action="store_true", help="list missed and spurious records per conversation")
+    parser.add_argument(
+        "--answers",
+        action="store_true",
+        help="also ask every gold question (and the cross-channel probes) and score the answers",
+    )
 
 
 def run(options: dict[str, Any], command: Any) -> None:
@@ -47,10 +55,29 @@ def run(options: dict[str, Any], command: Any) -> None:
             predicted.append(replay.collect(conv["channel"]["id"], conv["id"], stats))
     by_conv = {p["conversation"]: p for p in predicted}
     report = score({cid: (conv, by_conv.get(cid)) for cid, conv in convs.items()})
+    rows: list[dict[str, Any]] = []
+    if options["answers"]:
+        rows, report["answers"] = answers(Path(options["path"]), convs)
+        report["answers"]["per_question"] = rows
     if options["json"]:
         command.stdout.write(json.dumps(report, ensure_ascii=False))
         return
     command.stdout.write(render(report, verbose=options["verbose"]))
+    if options["answers"]:
+        from retrieval import evaluation
+
+        lines = evaluation.render(report["answers"], rows if options["verbose"] else None)
+        command.stdout.write("answers (offline engine unless a respond model is configured):\n")
+        command.stdout.write("".join(f"  {line}\n" for line in lines))
+
+
+def answers(path: Path, convs: dict[str, dict]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Ask every gold question of every conversation, and the probes, in the configured database."""
+    from retrieval import evaluation
+
+    rows = [row for conv in convs.values() for row in evaluation.score_conversation(conv)]
+    probes = evaluation.score_probes(evaluation.load_probes(path, convs), convs)
+    return rows, evaluation.summarise(rows, probes)
 
 
 # --------------------------------------------------------------------------- scoring
