@@ -3,13 +3,17 @@ messages) through the `summarise` slot's offline template, once per period; then
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time as clock
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 
+from jeeves.config import SlotConfig
 from knowledge import services
 from knowledge.models import (
     Action,
@@ -22,8 +26,9 @@ from knowledge.models import (
     MessageReceipt,
     Summary,
 )
-from pipeline import summaries, window
+from pipeline import llm, summaries, window
 from tests.conftest import wait_for
+from tests.fakes.openai_server import FakeOpenAI, answer, raw
 
 PARIS = "Europe/Paris"
 # Wednesday 12 March 2025, 07:20 UTC = 08:20 in Paris (UTC+1), 03:20 in New York, 12:50 in Kolkata.
@@ -221,6 +226,45 @@ def test_a_weekly_summary_is_written_from_the_dailies():
     ]
     assert "- DEC-0002: The team agreed to move billing to Postgres next sprint." in lines
     assert _mine(summaries.summarise_due("weekly", next_monday + timedelta(minutes=40)), ch) == []
+
+
+@pytest.fixture
+def provider(settings):
+    server = FakeOpenAI().start()
+    slots = {**settings.JEEVES.slots, "summarise": SlotConfig(model="summary-model", fallback="local")}
+    cfg = dataclasses.replace(
+        settings.JEEVES, llm_base_url=server.base_url, llm_api_key="k", llm_timeout_ms=3000, slots=slots
+    )
+    llm._router.cache_clear()
+    with override_settings(JEEVES=cfg):
+        yield server
+    llm._router.cache_clear()
+    server.stop()
+
+
+@pytest.mark.django_db
+def test_a_model_summarises_from_the_records_only_and_invalid_output_falls_back_to_the_template(provider):
+    chans = [_channel(), _channel()]
+    for ch in chans:
+        _day_of_records(ch, datetime(2025, 3, 11, 11, 0, tzinfo=UTC))
+    provider.script(
+        "summary-model",
+        answer({"summary": "A quiet Tuesday: DEC-0001 was agreed and ACT-0001 remains with Tom."}),
+        raw("not JSON"),
+        raw("still not JSON"),
+    )
+    # Channels are summarised in channel-id order: the first meets the answer, the second the invalid output.
+    by_model, by_template = sorted(_mine(summaries.summarise_due("daily", NOW), *chans), key=lambda s: s.scope_id)
+
+    assert by_model.summary == "A quiet Tuesday: DEC-0001 was agreed and ACT-0001 remains with Tom."
+    assert by_model.model_version == "summary-model (summarise-v1)"
+    assert by_template.model_version == "local (summarise-v1)"
+    assert by_template.summary.startswith("billing, Tuesday 11 March: four messages")
+    sent = provider.calls("summary-model")[0].body["messages"]
+    given = json.loads(sent[1]["content"])
+    assert [d["id"] for d in given["decisions"]] == ["DEC-0001"]
+    assert given["message_count"] == 4 and given["period"] == {"from": "2025-03-11", "until_before": "2025-03-12"}
+    assert not any(m[:30] in sent[1]["content"] for m in MESSAGES)
 
 
 # --------------------------------------------------------------------------- through a real worker
