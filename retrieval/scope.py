@@ -40,26 +40,34 @@ class RetrievalScope:
 
     # Each predicate takes the table alias and uses only the named parameters of `params()`.
     # Array membership is written `col @> ARRAY[x]` (same rows as `x = ANY(col)`) so the GIN indexes serve it.
+    # In a channel scope the channel is the access path and the organisation a guard, written
+    # `IS NOT DISTINCT FROM` (the same test on these NOT NULL columns) so that no index on organisation_id
+    # is AND-ed with the channel's: the planner underestimates that AND, and a bitmap of a whole
+    # organisation's rows costs ~40 ms at 100k embeddings, against ~2 ms for the channel's own rows.
+
+    @staticmethod
+    def _org_guard(a: str) -> str:
+        return f"{a}.organisation_id IS NOT DISTINCT FROM %(scope_org)s"
 
     def decisions(self, a: str) -> str:
         if self.personal:
             return f"({a}.organisation_id = %(scope_org)s AND {a}.decided_by @> ARRAY[%(scope_user)s]::text[])"
-        return f"({a}.organisation_id = %(scope_org)s AND {a}.channel_id = %(scope_channel)s)"
+        return f"({self._org_guard(a)} AND {a}.channel_id = %(scope_channel)s)"
 
     def actions(self, a: str) -> str:
         if self.personal:
             return f"({a}.organisation_id = %(scope_org)s AND {a}.owner_id = %(scope_user)s)"
-        return f"({a}.organisation_id = %(scope_org)s AND {a}.channel_id = %(scope_channel)s)"
+        return f"({self._org_guard(a)} AND {a}.channel_id = %(scope_channel)s)"
 
     def signals(self, a: str) -> str:
         if self.personal:
             return f"({a}.organisation_id = %(scope_org)s AND {a}.participants @> ARRAY[%(scope_user)s]::text[])"
-        return f"({a}.organisation_id = %(scope_org)s AND {a}.channel_id = %(scope_channel)s)"
+        return f"({self._org_guard(a)} AND {a}.channel_id = %(scope_channel)s)"
 
     def embeddings(self, a: str) -> str:
         if self.personal:
             return f"({a}.organisation_id = %(scope_org)s AND {a}.author_id = %(scope_user)s)"
-        return f"({a}.organisation_id = %(scope_org)s AND {a}.channel_id = %(scope_channel)s)"
+        return f"({self._org_guard(a)} AND {a}.channel_id = %(scope_channel)s)"
 
     def summaries(self, a: str) -> str:
         # A channel summary retells everybody's words; in a 1:1 only the asker's own person summaries qualify.
@@ -67,9 +75,7 @@ class RetrievalScope:
             return (
                 f"({a}.organisation_id = %(scope_org)s AND {a}.scope_type = 'person' AND {a}.scope_id = %(scope_user)s)"
             )
-        return (
-            f"({a}.organisation_id = %(scope_org)s AND {a}.scope_type = 'channel' AND {a}.scope_id = %(scope_channel)s)"
-        )
+        return f"({self._org_guard(a)} AND {a}.scope_type = 'channel' AND {a}.scope_id = %(scope_channel)s)"
 
     def entities(self, a: str) -> str:
         if self.personal:
@@ -79,12 +85,9 @@ class RetrievalScope:
                 "SELECT unnest(s.related_entities) FROM conversation_signals s"
                 " WHERE s.organisation_id = %(scope_org)s AND s.participants @> ARRAY[%(scope_user)s]::text[]))"
             )
-        return (
-            f"({a}.organisation_id = %(scope_org)s AND NOT {a}.deleted"
-            f" AND {a}.channel_ids @> ARRAY[%(scope_channel)s]::text[])"
-        )
+        return f"({self._org_guard(a)} AND NOT {a}.deleted AND {a}.channel_ids @> ARRAY[%(scope_channel)s]::text[])"
 
     def relationships(self, a: str) -> str:
         if self.personal:
             return f"({a}.organisation_id = %(scope_org)s)"  # endpoints are scoped by `entities` in the same query
-        return f"({a}.organisation_id = %(scope_org)s AND {a}.channel_ids @> ARRAY[%(scope_channel)s]::text[])"
+        return f"({self._org_guard(a)} AND {a}.channel_ids @> ARRAY[%(scope_channel)s]::text[])"
