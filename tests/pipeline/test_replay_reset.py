@@ -1,0 +1,32 @@
+"""`jeeves replay --reset` (and `jeeves eval`) forget the bridge's once-only markers of the channel, so a
+second replay within their TTL still honours its `@jeeves pause` instead of skipping it as a redelivery."""
+
+from __future__ import annotations
+
+import pytest
+
+from jeeves.cli import replay
+from wire_bridge.ingest import SEEN_PREFIX
+from wire_bridge.respond import REPLIED_PREFIX
+
+pytestmark = pytest.mark.django_db
+
+
+def test_reset_forgets_the_channels_seen_and_replied_markers(redis_client):
+    mine, other = (
+        "c0ffee00-0000-4000-8000-000000000001@wire.example",
+        "c0ffee00-0000-4000-8000-000000000002@wire.example",
+    )
+    keys = {
+        f"{prefix}{cid}:m{n:03d}": cid
+        for prefix in (SEEN_PREFIX, REPLIED_PREFIX)
+        for cid in (mine, other)
+        for n in range(3)
+    }
+    for key in keys:
+        redis_client.set(key, 1, ex=60)
+    try:
+        replay._reset(mine)
+        assert {k for k in keys if redis_client.exists(k)} == {k for k, cid in keys.items() if cid == other}
+    finally:
+        redis_client.delete(*keys)
