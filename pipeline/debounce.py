@@ -135,5 +135,14 @@ def retry_later(channel_id: str, epoch: int) -> None:
         _publish(channel_id, epoch, settings.JEEVES.extract_debounce_s)
 
 
+def reschedule(channel_id: str, epoch: int) -> str | None:
+    """A run queued under an earlier epoch was dropped: its schedule lock must not go on covering
+    the messages of the channel's current epoch (they would wait for a run that never comes)."""
+    get_redis().delete(_lock_key(channel_id))
+    if not pending(channel_id):
+        return None
+    return request_extract(channel_id, epoch)
+
+
 def flush(channel_id: str) -> None:
     get_redis().delete(_pending_key(channel_id), _lock_key(channel_id), _running_key(channel_id))

@@ -15,7 +15,7 @@ from celery.signals import task_revoked, worker_process_init, worker_ready
 
 from jeeves.queues import Queue
 from knowledge import services
-from knowledge.models import ChannelConfig, MessageReceipt
+from knowledge.models import ChannelConfig, ChannelState, MessageReceipt
 from pipeline import claimcheck, debounce, window
 
 logger = logging.getLogger(__name__)
@@ -58,6 +58,14 @@ def extract_channel(channel_id: str, epoch: int) -> None:
 
     channel = _accepting(channel_id, epoch, "extract")
     if channel is None:
+        current = (
+            ChannelConfig.objects.filter(channel_id=channel_id, state=ChannelState.ACTIVE, left_at__isnull=True)
+            .exclude(epoch=epoch)
+            .values_list("epoch", flat=True)
+            .first()
+        )
+        if current is not None:  # secure mode came and went: what is pending now belongs to the new epoch
+            debounce.reschedule(channel_id, current)
         return
     token = debounce.begin_run(channel_id)
     if token is None:
