@@ -1,6 +1,7 @@
 """Evalset answer quality: top-5 hit rate of answerable questions and the no-record rate (offline engine).
 
     python bench/retrieval_qa.py --gold [PATH]   # own database, gold records seeded: retrieval alone
+    python bench/retrieval_qa.py --offline [PATH]  # own database, offline-extracted records seeded
     python bench/retrieval_qa.py [PATH]          # the configured database, after `jeeves replay PATH`
 
 PATH defaults to ../shared/evalset/dev. With --gold the gold decisions, actions, entities and
@@ -121,10 +122,86 @@ def seed_gold(conv: dict, entities: dict) -> None:
         )  # fmt: skip
 
 
+def seed_offline(conv: dict, entities: dict) -> None:
+    """Seed what the offline extractor finds in `conv` (bursts simulated as bench/offline_eval.py does)."""
+    from knowledge.models import Action, ChannelConfig, Decision, Embedding, Entity, EntityRelationship
+    from pipeline import embedder
+    from pipeline.embed import _record_text_and_meta
+
+    spec = importlib.util.spec_from_file_location("bench_offline_eval", Path(__file__).with_name("offline_eval.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = module.run_conversation(conv, False)
+    records, ctx = out["records"], out["ctx"]
+    ch = conv["channel"]
+    org = ch["org"]
+    channel = ChannelConfig.objects.create(
+        channel_id=ch["id"], channel_name=ch["name"], organisation_id=org, timezone=ch["timezone"]
+    )
+
+    def ref(ids: list[str]) -> dict:
+        at = _ts(conv, ids).isoformat()
+        return {"wire_msg_ids": ids, "timestamp_range": {"start": at, "end": at}}
+
+    saved: list = []
+    for n, d in enumerate(records["decisions"], start=1):
+        saved.append(
+            Decision.objects.create(
+                channel=channel, organisation_id=org, friendly_id=f"DEC-{n:04d}", summary=d.summary,
+                rationale=d.rationale, decided_by=d.decided_by, decided_at=_ts(conv, d.source_msg_ids),
+                tags=d.tags, source_ref=ref(d.source_msg_ids), source_key=f"d{n}", extraction_model="offline",
+            )
+        )  # fmt: skip
+    tz = ZoneInfo(ch["timezone"])
+    for n, a in enumerate(records["actions"], start=1):
+        saved.append(
+            Action.objects.create(
+                channel=channel, organisation_id=org, friendly_id=f"ACT-{n:04d}", description=a.description,
+                owner_id=a.owner_id, owner_name=a.owner_id and ctx.display_name(a.owner_id),
+                deadline=a.deadline and datetime.combine(a.deadline, time(17), tz), status=a.status,
+                completed_at=_ts(conv, a.source_msg_ids) if a.status == "done" else None, tags=a.tags,
+                source_ref=ref(a.source_msg_ids), source_key=f"a{n}", extraction_model="offline",
+            )
+        )  # fmt: skip
+    by_name = {}
+    for e in records["entities"]:
+        key = (org, e.type, e.name.lower())
+        ent = entities.get(key)
+        if ent is None:
+            ent = Entity.objects.create(
+                channel=channel, channel_ids=[ch["id"]], organisation_id=org, entity_type=e.type, name=e.name,
+                normalised_name=e.name.lower(), aliases=e.aliases,
+            )  # fmt: skip
+            entities[key] = ent
+        elif ch["id"] not in ent.channel_ids:
+            ent.channel_ids = [*ent.channel_ids, ch["id"]]
+            ent.save(update_fields=["channel_ids"])
+        by_name[e.name.casefold()] = ent
+    for r in records["relationships"]:
+        source, target = by_name.get(r.source.casefold()), by_name.get(r.target.casefold())
+        if source and target:
+            rel, _ = EntityRelationship.objects.get_or_create(
+                source=source, target=target, relationship=r.relationship,
+                defaults={"organisation_id": org, "channel_ids": [ch["id"]]},
+            )  # fmt: skip
+            if ch["id"] not in rel.channel_ids:
+                rel.channel_ids = [*rel.channel_ids, ch["id"]]
+                rel.save(update_fields=["channel_ids"])
+    # The same text the pipeline embeds (pipeline.embed), so a change there shows here.
+    metas = [_record_text_and_meta("decision" if isinstance(r, Decision) else "action", r) for r in saved]
+    for record, meta, vector in zip(saved, metas, embedder.embed([m[0] for m in metas]), strict=True):
+        Embedding.objects.create(
+            source_type="decision" if isinstance(record, Decision) else "action", source_id=record.id,
+            channel_id=ch["id"], organisation_id=org, created_at=record.source_ref["timestamp_range"]["start"],
+            author_id=meta[2], topic_tags=meta[4], embedding=vector, model="local",
+        )  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", nargs="?", default=str(DEFAULT))
     parser.add_argument("--gold", action="store_true", help="seed gold records into an own database first")
+    parser.add_argument("--offline", action="store_true", help="seed the offline extractor's records instead")
     parser.add_argument("--verbose", action="store_true", help="list every miss")
     args = parser.parse_args()
     path = Path(args.path)
@@ -132,7 +209,7 @@ def main() -> None:
     convs = {c["id"]: c for c in (json.loads(f.read_text()) for f in files)}
     cleanup = None
     tmp = Path(tempfile.mkdtemp(prefix="jeeves-bench-qa-"))
-    if args.gold:
+    if args.gold or args.offline:
         url, cleanup = _bench_db(tmp)
         os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
@@ -140,7 +217,7 @@ def main() -> None:
     import django
     from django.conf import settings
 
-    if args.gold:
+    if args.gold or args.offline:
         settings.DATABASES["default"].update(dj_database_url.parse(url))
     django.setup()
     from django.core.management import call_command
@@ -149,7 +226,7 @@ def main() -> None:
     from retrieval import evaluation
 
     try:
-        if args.gold:
+        if args.gold or args.offline:
             with connection.cursor() as cur:
                 cur.execute("SELECT current_database()")
                 if cur.fetchone()[0] != "jeeves_bench":
@@ -157,11 +234,13 @@ def main() -> None:
             call_command("migrate", verbosity=0)
             entities: dict = {}
             for conv in convs.values():
-                seed_gold(conv, entities)
+                (seed_offline if args.offline else seed_gold)(conv, entities)
         rows = [row for conv in convs.values() for row in evaluation.score_conversation(conv)]
         probes = evaluation.score_probes(evaluation.load_probes(path, convs), convs)
         s = evaluation.summarise(rows, probes)
         mode = "gold records seeded (retrieval alone)" if args.gold else "database as replayed"
+        if args.offline:
+            mode = "offline-extracted records seeded"
         print(f"evalset {path.name}: {len(convs)} conversations, {mode}, offline engine")
         for line in evaluation.render(s, rows if args.verbose else None):
             print(f"  {line}")
