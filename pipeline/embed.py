@@ -44,13 +44,27 @@ def vectors(texts: Sequence[str]) -> list[list[float]] | None:
         return None
 
 
+def _with_tags(text: str, tags: Sequence[str]) -> str:
+    """The record's text plus its topic tags, unless a "Topic:" clause already carries them."""
+    if not tags or "Topic:" in text:
+        return text
+    return f"{text} Topic: {', '.join(tags)}."
+
+
 def _record_text_and_meta(source_type: str, record: object) -> tuple[str, str, str | None, object, list[str]]:
     """(text, channel_id, author_id, created_at, topic tags) of a record."""
     if isinstance(record, Decision):
         text = record.summary if not record.rationale else f"{record.summary} {record.rationale}"
-        return text, record.channel_id, (record.decided_by or [None])[0], record.decided_at, list(record.tags)
+        return (
+            _with_tags(text, record.tags),
+            record.channel_id,
+            (record.decided_by or [None])[0],
+            record.decided_at,
+            list(record.tags),
+        )
     if isinstance(record, Action):
-        return record.description, record.channel_id, record.owner_id, record.created_at, list(record.tags)
+        text = _with_tags(record.description, record.tags)
+        return text, record.channel_id, record.owner_id, record.created_at, list(record.tags)
     if isinstance(record, ConversationSignal):
         author = (record.participants or [None])[0]
         return record.summary, record.channel_id, author, record.occurred_at, list(record.tags)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from pipeline.context import ChannelContext
 from pipeline.members import Member
-from pipeline.offline import cues, deadlines, restate
+from pipeline.offline import cues, deadlines, restate, topic
 from pipeline.offline.classify import cue_categories, decision_sentence
 from pipeline.offline.entities import Spotted, find_entities
 from pipeline.schemas import (
@@ -176,10 +176,16 @@ def _decisions(msgs: list[_Msg], ctx: ChannelContext) -> tuple[list[ExtractedDec
         summary = restate.guard(summary, sources)[:400]
         if not summary:
             continue
+        # The thread's topic goes into the rationale (searched and embedded with the summary).
+        thread = topic.context_messages([m.m for m in msgs], ids)
+        tags = topic.terms(thread, ctx, ids)
+        rationale = _rationale([e.m.text for e in evidence], author, sources) or ""
+        rationale = topic.clause(rationale, tags, [m.text for m in thread])[:600] or None
         out.append(
             ExtractedDecision(
                 summary=summary,
-                rationale=_rationale([e.m.text for e in evidence], author, sources),
+                rationale=rationale,
+                tags=tags,
                 decided_by=deciders,
                 source_msg_ids=ids,
                 confidence=0.75 if first is anchor else 0.65,
@@ -391,6 +397,7 @@ def extract(window: list[WindowMessage], ctx: ChannelContext, pending_ids: set[s
     found, ack_ids = _actions(msgs, ctx)
     actions: list[ExtractedAction] = []
     by_id = {msg.m.id: msg for msg in msgs}
+    window_msgs = [msg.m for msg in msgs]
     for action in found:
         if not action.anchor.pending:
             continue
@@ -400,6 +407,13 @@ def extract(window: list[WindowMessage], ctx: ChannelContext, pending_ids: set[s
         description = _describe(owner_name, action.task, sources, actor)
         if not description:
             continue
+        # Actions have no rationale column: a short topic clause rides on the searched description.
+        evidence_ids = list(dict.fromkeys(action.evidence))
+        thread = topic.context_messages(window_msgs, evidence_ids)
+        tags = topic.terms(thread, ctx, evidence_ids)
+        with_topic = topic.clause(description, tags, [m.text for m in thread])
+        if len(with_topic) <= 400:
+            description = with_topic
         deadline = None
         for text, message in action.deadline_text:
             deadline = deadlines.resolve(text, deadlines.local_date(message.ts, ctx.timezone))
@@ -410,9 +424,10 @@ def extract(window: list[WindowMessage], ctx: ChannelContext, pending_ids: set[s
                 description=description,
                 owner_id=action.owner.user_id if action.owner else None,
                 deadline=deadline,
-                source_msg_ids=list(dict.fromkeys(action.evidence)),
+                source_msg_ids=evidence_ids,
                 confidence=0.75 if action.owner else 0.6,
                 status="done" if action.done else "open",
+                tags=tags,
             )
         )
     taken = decision_ids | ack_ids | {i for a in actions for i in a.source_msg_ids}
