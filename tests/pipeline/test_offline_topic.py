@@ -1,0 +1,56 @@
+"""The thread topic of an extracted record: what it is about, never who said it or a copied run."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from pipeline.context import ChannelContext
+from pipeline.members import Member
+from pipeline.offline import topic
+from pipeline.offline.verbatim import longest_common_run
+from pipeline.window import WindowMessage
+
+ALICE, PRIYA = "a1@wire.example", "p1@wire.example"
+CTX = ChannelContext(
+    channel_id="c@wire.example",
+    organisation_id="wire.example",
+    name="billing",
+    purpose=None,
+    context_type=None,
+    tags=(),
+    timezone="UTC",
+    members=(Member(ALICE, name="Alice Martin", handle="alice"), Member(PRIYA, name="Priya Raman", handle="priya")),
+    bot_ids=(),
+    known_entities=(),
+)
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+def _m(i: int, author: str, text: str) -> WindowMessage:
+    return WindowMessage(id=f"m{i}", author_id=author, ts=T0 + timedelta(minutes=i), text=text)
+
+
+WINDOW = [
+    _m(1, ALICE, "morning all"),
+    _m(2, PRIYA, "what if we moved card payment retries onto the billing-worker queue with exponential backoff?"),
+    _m(3, ALICE, "priya, yes, do it: retries on the queue, backoff too, token a9f3k2z8q1"),
+]
+
+
+def test_the_lead_in_proposal_gives_the_topic_of_a_terse_agreement():
+    thread = topic.context_messages(WINDOW, ["m3"])
+    assert {"m2", "m3"} <= {m.id for m in thread}
+    terms = topic.terms(thread, CTX, ["m3"])
+    assert "billing-worker" in terms
+    assert "retries" in terms or "retry" in terms
+    # Who spoke and opaque tokens are not topics.
+    assert not {"priya", "alice", "a9f3k2z8q1"} & set(terms)
+    assert all(t == t.lower() for t in terms)
+
+
+def test_the_topic_clause_copies_no_run_of_ten_words():
+    thread = topic.context_messages(WINDOW, ["m3"])
+    terms = topic.terms(thread, CTX, ["m3"])
+    text = topic.clause("Alice approved the change.", terms, [m.text for m in thread])
+    assert text.startswith("Alice approved the change.") and "Topic:" in text
+    assert longest_common_run(text, [m.text for m in WINDOW]) < 10
