@@ -210,6 +210,19 @@ def _segments(text: str, people: list[Member]) -> list[tuple[Member, str]]:
     return segments
 
 
+def _open_request(actions: list[_Action], owner: Member, msgs: list[_Msg], i: int) -> _Action | None:
+    """The latest single-message action of `owner` within reach of message `i`: what an "I'll…" or
+    an acknowledgement by that owner answers."""
+    return next(
+        (
+            a
+            for a in reversed(actions)
+            if a.owner == owner and len(a.evidence) == 1 and msgs.index(a.anchor) >= i - _LOOKAHEAD
+        ),
+        None,
+    )
+
+
 def _actions(msgs: list[_Msg], ctx: ChannelContext) -> tuple[list[_Action], set[str]]:
     actions: list[_Action] = []
     used: set[str] = set()
@@ -233,14 +246,7 @@ def _actions(msgs: list[_Msg], ctx: ChannelContext) -> tuple[list[_Action], set[
         elif commit:
             # An "I'll…" answering a request to its author is that request's acknowledgement.
             owner = _member(ctx, msg.m.author_id)
-            earlier = next(
-                (
-                    a
-                    for a in reversed(actions)
-                    if a.owner == owner and len(a.evidence) == 1 and msgs.index(a.anchor) >= i - _LOOKAHEAD
-                ),
-                None,
-            )
+            earlier = _open_request(actions, owner, msgs, i)
             if earlier is not None:
                 earlier.evidence.append(msg.m.id)
                 earlier.deadline_text.append((msg.m.text, msg.m))
@@ -251,14 +257,7 @@ def _actions(msgs: list[_Msg], ctx: ChannelContext) -> tuple[list[_Action], set[
             continue
         elif cues.ACK.search(msg.text) and msg.words <= _SHORT:
             owner = _member(ctx, msg.m.author_id)
-            earlier = next(
-                (
-                    a
-                    for a in reversed(actions)
-                    if a.owner == owner and len(a.evidence) == 1 and msgs.index(a.anchor) >= i - _LOOKAHEAD
-                ),
-                None,
-            )
+            earlier = _open_request(actions, owner, msgs, i)
             if earlier is not None:
                 earlier.evidence.append(msg.m.id)
                 earlier.deadline_text.append((msg.m.text, msg.m))
