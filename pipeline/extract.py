@@ -189,10 +189,16 @@ def _write(
 
     with transaction.atomic():
         ordinals: Counter = Counter()
+
+        def next_key(kind: str, ids: list[str]) -> str:
+            # Two records of one kind on the same messages get ordinals 0, 1, …: stable on redelivery.
+            slot = (kind, *sorted(ids))
+            ordinals[slot] += 1
+            return services.source_key(kind, ids, ordinals[slot] - 1)
+
         decision_by_msg: dict[str, Decision] = {}
         for (item, ids), vector in zip(decisions, decision_vectors, strict=True):
-            key = services.source_key("dec", ids, ordinals[("dec", *sorted(ids))])
-            ordinals[("dec", *sorted(ids))] += 1
+            key = next_key("dec", ids)
             deciders = [u for u in (_resolve_member(ctx, r) for r in item.decided_by) if u]
             out = guarded(
                 "decision",
@@ -221,8 +227,7 @@ def _write(
             ids = _cited(item.source_msg_ids, by_id)
             if item.confidence < floor or not ids or not pending & set(ids):
                 continue
-            key = services.source_key("act", ids, ordinals[("act", *sorted(ids))])
-            ordinals[("act", *sorted(ids))] += 1
+            key = next_key("act", ids)
             owner = _resolve_member(ctx, item.owner_id)
             related = next((decision_by_msg[i] for i in item.related_decision_msg_ids if i in decision_by_msg), None)
             if related is None and item.related_decision_msg_ids:
@@ -303,8 +308,7 @@ def _write(
             if item.confidence < floor or not ids or not pending & set(ids):
                 continue
             kind = f"sig-{item.signal_type}"
-            key = services.source_key(kind, ids, ordinals[(kind, *sorted(ids))])
-            ordinals[(kind, *sorted(ids))] += 1
+            key = next_key(kind, ids)
             participants = [u for u in (_resolve_member(ctx, p) for p in item.participants) if u]
             out = guarded(
                 "signal",
