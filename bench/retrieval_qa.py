@@ -124,7 +124,15 @@ def seed_gold(conv: dict, entities: dict) -> None:
 
 def seed_offline(conv: dict, entities: dict) -> None:
     """Seed what the offline extractor finds in `conv` (bursts simulated as bench/offline_eval.py does)."""
-    from knowledge.models import Action, ChannelConfig, Decision, Embedding, Entity, EntityRelationship
+    from knowledge.models import (
+        Action,
+        ChannelConfig,
+        ConversationSignal,
+        Decision,
+        Embedding,
+        Entity,
+        EntityRelationship,
+    )
     from pipeline import embedder
     from pipeline.embed import _record_text_and_meta
 
@@ -163,6 +171,14 @@ def seed_offline(conv: dict, entities: dict) -> None:
                 source_ref=ref(a.source_msg_ids), source_key=f"a{n}", extraction_model="offline",
             )
         )  # fmt: skip
+    for n, sig in enumerate(records["signals"], start=1):
+        saved.append(
+            ConversationSignal.objects.create(
+                channel=channel, organisation_id=org, signal_type=sig.signal_type, summary=sig.summary,
+                participants=sig.participants, occurred_at=_ts(conv, sig.source_msg_ids), confidence=sig.confidence,
+                source_ref=ref(sig.source_msg_ids), source_key=f"s{n}", extraction_model="offline",
+            )
+        )  # fmt: skip
     by_name = {}
     for e in records["entities"]:
         key = (org, e.type, e.name.lower())
@@ -188,11 +204,12 @@ def seed_offline(conv: dict, entities: dict) -> None:
                 rel.channel_ids = [*rel.channel_ids, ch["id"]]
                 rel.save(update_fields=["channel_ids"])
     # The same text the pipeline embeds (pipeline.embed), so a change there shows here.
-    metas = [_record_text_and_meta("decision" if isinstance(r, Decision) else "action", r) for r in saved]
+    kinds = {Decision: "decision", Action: "action", ConversationSignal: "signal"}
+    metas = [_record_text_and_meta(kinds[type(r)], r) for r in saved]
     for record, meta, vector in zip(saved, metas, embedder.embed([m[0] for m in metas]), strict=True):
         Embedding.objects.create(
-            source_type="decision" if isinstance(record, Decision) else "action", source_id=record.id,
-            channel_id=ch["id"], organisation_id=org, created_at=record.source_ref["timestamp_range"]["start"],
+            source_type=kinds[type(record)], source_id=record.id,
+            channel_id=ch["id"], organisation_id=org, created_at=meta[3],
             author_id=meta[2], topic_tags=meta[4], embedding=vector, model="local",
         )  # fmt: skip
 

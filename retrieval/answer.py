@@ -19,12 +19,12 @@ from jeeves.config import LOCAL_MODEL
 from retrieval.pack import ContextPack, approx_date
 from retrieval.plan import QueryPlan
 from retrieval.records import Record
+from retrieval.relevance import citable
 
 logger = logging.getLogger(__name__)
 
 NO_RECORD = "I'm afraid I have no record of that particular matter."
 CONTRADICTION = "One notes that this appears to differ from"
-CITABLE = frozenset({"decision", "action", "signal", "summary"})
 MAX_CITED = 5
 
 
@@ -103,7 +103,7 @@ def offline_answer(plan: QueryPlan, pack: ContextPack, contradictions: Sequence[
 
 def cite(pack: ContextPack) -> list[Record]:
     """The records an answer rests on, best first: citable kinds only, current decisions ahead of replaced ones."""
-    return [r for r in pack.ranked if r.type in CITABLE][:MAX_CITED]
+    return [r for r in pack.ranked if citable(r)][:MAX_CITED]
 
 
 def voice(text: str) -> str:
@@ -166,6 +166,6 @@ def respond(
     if reply.model == LOCAL_MODEL:
         return offline
     by_id = {r.cite_id: r for r in pack.ranked}
-    cited = [by_id[c] for c in dict.fromkeys(reply.value.cited) if c in by_id and by_id[c].type in CITABLE]
+    cited = [by_id[c] for c in dict.fromkeys(reply.value.cited) if c in by_id and citable(by_id[c])]
     # A model that names no valid id still rests on the pack: cite what was put in front of it.
     return Answer(text=voice(reply.value.answer), cited=cited or offline.cited, model=reply.model)

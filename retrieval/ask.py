@@ -23,6 +23,7 @@ from retrieval.fusion import Fused, RecordKey, fuse
 from retrieval.pack import build_pack
 from retrieval.plan import PlanContext, QueryPlan, analyse
 from retrieval.records import Record, contradicting_pairs, hydrate
+from retrieval.relevance import rerank, settled
 from retrieval.scope import RetrievalScope, UnknownChannel
 
 logger = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ def retrieve(
     timings["plan"] = _ms(t)
 
     t = time.perf_counter()
-    if "semantic" in plan.paths and query_vector is None:
+    if query_vector is None:  # the semantic path and the relevance judgement both use it
         query_vector = _query_vector(question)
     runners = {
         "structured": lambda: paths.structured(plan, scope, cfg),
@@ -142,7 +143,9 @@ def retrieve(
             hits[name] = run()
             path_ms[name] = _ms(started)
     started = time.perf_counter()
-    records = hydrate({k for keys in hits.values() for k in keys}, scope)
+    records = hydrate(
+        {k for keys in hits.values() for k in keys}, scope, question_vector=query_vector, terms=plan.keywords
+    )
     path_ms["hydrate"] = _ms(started)
     timings["paths"] = _ms(t)
 
@@ -155,7 +158,8 @@ def retrieve(
         half_life_days=cfg.recency_half_life_days,
         rrf_k=cfg.rrf_k,
         multi_path_boost=cfg.multi_path_boost,
-    )[: cfg.top_n]
+    )
+    fused = rerank(fused, records, lexical_weight=cfg.lexical_weight, fusion_weight=cfg.fusion_weight)[: cfg.top_n]
     timings["fuse"] = _ms(t)
     return Retrieval(plan=plan, fused=fused, records=records, path_hits=hits, timings_ms=timings, path_ms=path_ms)
 
@@ -172,10 +176,14 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
 
     t = time.perf_counter()
     ranked = found.ranked()
-    if not any(r.type in answers.CITABLE for r in ranked):
+    answering = settled(found.plan, ranked, lexical_weight=cfg.lexical_weight, min_relevance=cfg.answer_min_relevance)
+    if not answering:
         timings["answer"] = _ms(t)
         logger.info("ask: channel=%s no record (paths=%s)", channel_id, {k: len(v) for k, v in found.path_hits.items()})
         return AskResult(answer=answers.NO_RECORD, timings_ms=timings)
+    # The pack holds what settles the question, best first, and the entities around it for context.
+    answering_keys = {r.key for r in answering}
+    ranked = [r for r in ranked if r.key in answering_keys or r.type == "entity"]
     pack = build_pack(question, ranked, cfg.context_tokens)
     cited_now = answers.cite(pack)
     pairs = contradicting_pairs([r for r in cited_now if r.type == "decision"], scope, cfg.contradiction_threshold)

@@ -71,8 +71,14 @@ _FRAMING = frozenset(
     decide decided decision decisions agree agreed agreement plan planned now still currently current again
     go going get got have has had will would shall should can could may might need needs so and or not
     it its they them their he she his her team someone somebody anyone ever yet also just
+    up out over off many much often long if happen happens happened make making made doing done using used
+    original originally before after during since happening thing things right way
+    block blocks blocked blocking held hold holding holds depend depends depended depending stopped stop
+    stopping broke broken stuck waiting slip slipped slipping moved move change changed changes
     """.split()
 )
+# Words in the list above after "team ... just" only frame the question (its intent is read from them by
+# _INTENT_CUES, before keywords are taken): a record need not repeat them to answer it.
 
 _INTENT_CUES: list[tuple[Intent, re.Pattern[str]]] = [
     ("cross_channel", re.compile(r"\b(other|another|all|every) (channel|team)s?\b|\bacross\b", re.I)),
@@ -150,6 +156,8 @@ def keywords_of(question: str) -> list[str]:
     kept: dict[str, None] = {}
     for word in words:
         low = word.lower().strip(".-")
+        if len(low) == 1 and low.isalpha():  # the s of "what's", the t of "isn't"
+            continue
         if low and low not in _FRAMING and not _FRIENDLY.fullmatch(word):
             kept[low] = None
     return list(kept)[:12]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,6 +27,9 @@ class Record:
     status: str | None
     source_ref: dict[str, Any]
     detail: dict[str, Any] = field(default_factory=dict)
+    # Relevance to the question being answered (None when hydrated without one).
+    similarity: float | None = None
+    coverage: float | None = None
 
     @property
     def key(self) -> RecordKey:
@@ -51,26 +54,26 @@ _QUERIES: dict[str, str] = {
         SELECT 'decision', d.id::text, d.friendly_id, d.channel_id, {chname}, d.decided_at, d.confidence::float8,
                d.summary, d.status, d.source_ref::jsonb, d.rationale::text,
                (SELECT s.friendly_id FROM decisions s WHERE s.id = d.superseded_by)::text, d.decided_by::text[],
-               d.valid_until, NULL::timestamptz
+               d.valid_until, NULL::timestamptz, {sim_decision}, {cov_d}
         FROM decisions d WHERE d.id = ANY(%(decision_ids)s::uuid[]) AND d.status <> 'rejected' AND {scope}
     """,
     "action": """
         SELECT 'action', a.id::text, a.friendly_id, a.channel_id, {chname},
                COALESCE((a.source_ref->'timestamp_range'->>'start')::timestamptz, a.created_at),
                a.confidence::float8, a.description, a.status, a.source_ref::jsonb, a.owner_id::text,
-               a.owner_name::text, NULL::text[], a.deadline, a.completed_at
+               a.owner_name::text, NULL::text[], a.deadline, a.completed_at, {sim_action}, {cov_a}
         FROM actions a WHERE a.id = ANY(%(action_ids)s::uuid[]) AND {scope}
     """,
     "signal": """
         SELECT 'signal', s.id::text, NULL, s.channel_id, {chname}, s.occurred_at, s.confidence::float8, s.summary,
                s.signal_type, s.source_ref::jsonb, NULL::text, NULL::text, NULL::text[], NULL::timestamptz,
-               NULL::timestamptz
+               NULL::timestamptz, {sim_signal}, {cov_s}
         FROM conversation_signals s WHERE s.id = ANY(%(signal_ids)s::uuid[]) AND {scope}
     """,
     "summary": """
         SELECT 'summary', m.id::text, NULL, m.scope_id, {chname}, m.period_end, 0.8::float8, m.summary, m.granularity,
                jsonb_build_object('timestamp_range', jsonb_build_object('start', m.period_start, 'end', m.period_end)),
-               NULL::text, NULL::text, NULL::text[], m.period_start, NULL::timestamptz
+               NULL::text, NULL::text, NULL::text[], m.period_start, NULL::timestamptz, {sim_summary}, {cov_m}
         FROM summaries m WHERE m.id = ANY(%(summary_ids)s::uuid[]) AND {scope}
     """,
     "entity": """
@@ -83,14 +86,41 @@ _QUERIES: dict[str, str] = {
                     WHERE (r.source_id = e.id OR r.target_id = e.id) AND {relscope}
                       AND {sscope} AND {tscope}
                     LIMIT 6) x),
-               NULL::text, NULL::text[], NULL::timestamptz, NULL::timestamptz
+               NULL::text, NULL::text[], NULL::timestamptz, NULL::timestamptz, {sim_entity}, {cov_e}
         FROM entities e WHERE e.id = ANY(%(entity_ids)s::uuid[]) AND {scope}
     """,
 }
 
 
-def _sql(kind: str, scope: RetrievalScope) -> str:
-    alias = {"decision": "d", "action": "a", "signal": "s", "summary": "m", "entity": "e"}[kind]
+_ALIAS = {"decision": "d", "action": "a", "signal": "s", "summary": "m", "entity": "e"}
+
+
+def _similarity(kind: str, with_vector: bool) -> str:
+    """Cosine similarity of the record's own embedding to the question (NULL without a question vector)."""
+    if not with_vector:
+        return "NULL::float8"
+    return (
+        "(SELECT (1 - (x.embedding <=> %(question_vector)s::vector))::float8 FROM embeddings x"
+        f" WHERE x.source_type = '{kind}' AND x.source_id = {_ALIAS[kind]}.id)"
+    )
+
+
+def _coverage(kind: str, terms: int) -> str:
+    """The share of the question's terms the record's text matches (NULL without terms)."""
+    if not terms:
+        return "NULL::float8"
+    alias = _ALIAS[kind]
+    vector = (
+        "to_tsvector('english', e.name || ' ' || array_to_string(e.aliases, ' '))"
+        if kind == "entity"
+        else f"{alias}.search_vector"
+    )
+    hits = " + ".join(f"({vector} @@ websearch_to_tsquery('english', %(term{i})s))::int" for i in range(terms))
+    return f"(({hits})::float8 / {terms})"
+
+
+def _sql(kind: str, scope: RetrievalScope, *, with_vector: bool = False, terms: int = 0) -> str:
+    alias = _ALIAS[kind]
     col = "m.scope_id" if kind == "summary" else f"{alias}.channel_id"
     predicate = {
         "decision": scope.decisions,
@@ -105,12 +135,14 @@ def _sql(kind: str, scope: RetrievalScope) -> str:
         relscope=scope.relationships("r"),
         sscope=scope.entities("s"),
         tscope=scope.entities("t"),
+        **{f"sim_{kind}": _similarity(kind, with_vector)},
+        **{f"cov_{alias}": _coverage(kind, terms)},
     )
 
 
 def _record(row: tuple[Any, ...]) -> Record:
     kind, rid, friendly, channel_id, channel_name, occurred, confidence, text, status, source_ref, *extra = row
-    x1, x2, xs, t1, t2 = extra
+    x1, x2, xs, t1, t2, similarity, coverage = extra
     detail: dict[str, Any] = {}
     if kind == "decision":
         detail = {"rationale": x1, "decided_by": xs, "valid_until": t1, "superseded_by": x2}
@@ -133,11 +165,23 @@ def _record(row: tuple[Any, ...]) -> Record:
         # Django's cursor hands jsonb back as text (its JSONField decodes it); decode it here likewise.
         source_ref=json.loads(source_ref) if isinstance(source_ref, str) else (source_ref or {}),
         detail=detail,
+        similarity=None if similarity is None else float(similarity),
+        coverage=None if coverage is None else float(coverage),
     )
 
 
-def hydrate(keys: Iterable[RecordKey], scope: RetrievalScope) -> dict[RecordKey, Record]:
-    """The keys' records, each read again inside the scope, in one round trip."""
+def hydrate(
+    keys: Iterable[RecordKey],
+    scope: RetrievalScope,
+    *,
+    question_vector: Sequence[float] | None = None,
+    terms: Sequence[str] = (),
+) -> dict[RecordKey, Record]:
+    """The keys' records, each read again inside the scope, in one round trip.
+
+    With the question's vector and terms, each record also carries its cosine similarity to the question
+    and the share of the terms its text matches: what the answer step judges relevance by.
+    """
     by_kind: dict[str, list[str]] = {}
     for kind, rid in keys:
         if kind in _QUERIES:
@@ -147,7 +191,12 @@ def hydrate(keys: Iterable[RecordKey], scope: RetrievalScope) -> dict[RecordKey,
     params: dict[str, object] = {**scope.params()}
     for kind, ids in by_kind.items():
         params[f"{kind}_ids"] = list(dict.fromkeys(ids))
-    sql = " UNION ALL ".join(f"({_sql(kind, scope)})" for kind in by_kind)
+    with_vector = question_vector is not None
+    if with_vector:
+        params["question_vector"] = "[" + ",".join(f"{x:.6f}" for x in question_vector) + "]"
+    for i, term in enumerate(terms):
+        params[f"term{i}"] = term
+    sql = " UNION ALL ".join(f"({_sql(kind, scope, with_vector=with_vector, terms=len(terms))})" for kind in by_kind)
     with connection.cursor() as cur:
         cur.execute(sql, params)
         rows = cur.fetchall()
