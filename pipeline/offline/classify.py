@@ -141,7 +141,8 @@ def cue_categories(text: str, mentions_others: bool) -> set[str]:
         found.add("decision")
     if cues.SELF_COMMIT.search(lowered) or (cues.REQUEST.search(lowered) and (mentions_others or "you" in lowered)):
         found.add("action")
-    if cues.BLOCKER.search(lowered):
+    # Asking whether something is stuck ("anyone stuck on the old version?") is a question, not a blocker.
+    if any(cues.BLOCKER.search(s) and not s.rstrip().endswith("?") for s in parts):
         found.add("blocker")
     if is_question(text) and "action" not in found:
         found.add("question")

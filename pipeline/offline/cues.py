@@ -209,6 +209,17 @@ BLOCKER = _any(
         r"\bno access\b",
         r"\bdon'?t have (write |read |admin )?access\b",
         r"\bheld up\b",
+        # Something broke or refuses to proceed: failures, rejections, hard limits met.
+        r"\bcan'?t [^.?!]{0,40}\bwithout\b",
+        r"\bcan'?t get (onto|into|in to|access)\b",
+        r"\bcan'?t (start|begin|ship|deploy|launch|release|merge|proceed) (before|until)\b",
+        r"\b(is|are|keeps?|kept) (failing|crashing|timing out)\b",
+        r"\bfailed again\b",
+        r"\bkeeps? getting\b",
+        r"^rejected\b|\b(got|was|were|been) rejected\b",
+        r"\b(we'?re|i'?m|they'?re|are|is) stuck\b",
+        r"^(problem|snag|issue|blocker)\s*:",
+        r"\b(will|that'?ll|it'?ll|this'?ll) break\b",
     ]
 )
 UPDATE = _any(

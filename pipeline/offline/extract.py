@@ -278,8 +278,36 @@ def _actions(msgs: list[_Msg], ctx: ChannelContext) -> tuple[list[_Action], set[
     return actions, used
 
 
+_SIGNAL_LEAD = re.compile(
+    r"^\s*((bad news|good news|heads[ -]up|fyi|update|status|quick update|small update|found it|status update|snag"
+    r"|problem|issue|so|ok|okay|right|hm+|ugh|argh|ouch|nope|well|also|btw|honestly|update from \w+)\b"
+    r"\s*[,:;.!\-\u2013—]*\s*)+",
+    re.IGNORECASE,
+)
+_SIGNAL_WORDS = 18  # a restated gist of the status message
+# Thread-topic terms per signal kind: a blocker is often terse ("blocked on it") and the thread says what
+# it holds up; an update or a concern restates its own content, and thread terms on every one of them
+# make questions about things never reported match (measured: fewer answered questions with them).
+_SIGNAL_TOPIC_TERMS = {"blocker": 3, "update": 0, "concern": 0}
+_SIGNAL_PHRASE = {
+    "blocker": "{who} reported a blocker: {core}",
+    "update": "{who} posted an update: {core}",
+    "concern": "{who} raised a concern: {core}",
+}
+
+
+def _signal_core(msg: WindowMessage, who: str) -> str:
+    """The first sentences of a status message, restated in the third person and cut short."""
+    text = restate.clean(msg.text)
+    text = _SIGNAL_LEAD.sub("", text)
+    parts = cues.sentences(text) or [text]
+    core = " ".join(parts[:2])
+    return restate.shorten(restate.third_person(core, who), _SIGNAL_WORDS).strip(" ,;:-")
+
+
 def _signals(msgs: list[_Msg], ctx: ChannelContext, taken: set[str]) -> list[ExtractedSignal]:
     out: list[ExtractedSignal] = []
+    window_msgs = [msg.m for msg in msgs]
     for msg in msgs:
         if not msg.pending:
             continue
@@ -296,16 +324,28 @@ def _signals(msgs: list[_Msg], ctx: ChannelContext, taken: set[str]) -> list[Ext
             kind = "update"
         if kind is None:
             continue
-        spotted = [e.name for e in find_entities(msg.m.text, ctx) if e.type != "person"][:3]
-        topic = ", ".join(spotted) if spotted else "the channel's work"
         who = _name(ctx, msg.m.author_id)
-        phrase = {
-            "blocker": f"{who} reported a blocker concerning {topic}",
-            "concern": f"{who} raised a concern about {topic}",
-            "question": f"{who} asked a question about {topic}",
-            "update": f"{who} posted a progress update on {topic}",
-        }[kind]
-        summary = restate.guard(restate.sentence(phrase), [msg.m.text])[:400]
+        summary = ""
+        if kind in _SIGNAL_PHRASE:
+            # What was blocked or reported, restated, plus the thread's topic terms (as actions carry them).
+            core = _signal_core(msg.m, who)
+            if len(core.split()) >= 2:
+                thread = topic.context_messages(window_msgs, [msg.m.id])
+                tags = topic.terms(thread, ctx, [msg.m.id])
+                text = restate.sentence(_SIGNAL_PHRASE[kind].format(who=who, core=core))
+                text = restate.guard(text, [m.text for m in thread])
+                terms = _SIGNAL_TOPIC_TERMS[kind]
+                summary = topic.clause(text, tags, [m.text for m in thread], terms)[:400] if text else ""
+        if not summary:
+            spotted = [e.name for e in find_entities(msg.m.text, ctx) if e.type != "person"][:3]
+            about = ", ".join(spotted) if spotted else "the channel's work"
+            phrase = {
+                "blocker": f"{who} reported a blocker concerning {about}",
+                "concern": f"{who} raised a concern about {about}",
+                "question": f"{who} asked a question about {about}",
+                "update": f"{who} posted a progress update on {about}",
+            }[kind]
+            summary = restate.guard(restate.sentence(phrase), [msg.m.text])[:400]
         if summary:
             out.append(
                 ExtractedSignal(

@@ -74,7 +74,11 @@ def clean(text: str) -> str:
 
 def third_person(text: str, actor: str, addressee: str | None = None) -> str:
     """First person → `actor`, second person → `addressee`, "we"/"let's" → the team."""
-    out = re.sub(r"\bi'?ll\b", f"{actor} will", text, flags=re.IGNORECASE)
+    out = re.sub(r"\bi (don'?t|do not)\b", f"{actor} does not", text, flags=re.IGNORECASE)
+    out = re.sub(r"\bi (haven'?t|have not)\b", f"{actor} has not", out, flags=re.IGNORECASE)
+    out = re.sub(r"\bi am\b", f"{actor} is", out, flags=re.IGNORECASE)
+    out = re.sub(r"\bi have\b", f"{actor} has", out, flags=re.IGNORECASE)
+    out = re.sub(r"\bi'?ll\b", f"{actor} will", out, flags=re.IGNORECASE)
     out = re.sub(r"\bi'?m\b", f"{actor} is", out, flags=re.IGNORECASE)
     out = re.sub(r"\bi'?ve\b", f"{actor} has", out, flags=re.IGNORECASE)
     out = re.sub(r"\bi'?d\b", f"{actor} would", out, flags=re.IGNORECASE)

@@ -19,6 +19,11 @@ from tests.pipeline.test_offline_extract import ANA, BEN, BOT, CTX
         ("final call, the contract goes to the cheaper vendor", "decision"),
         ("I'll draft the announcement this afternoon", "action"),
         ("blocked on the staging credentials, can't test until someone grants access", "blocker"),
+        ("we can't onboard the new hire to payroll without a state tax number", "blocker"),
+        ("I can't get onto the build server, my SSO login is failing", "blocker"),
+        ("rejected again: the store wants a new screenshot set", "blocker"),
+        ("snag: the venue only seats 30 people", "blocker"),
+        ("that'll break the nightly import for every customer on the old schema", "blocker"),
         ("does anyone know where the rota lives?", "question"),
         ("deployed to prod ✅", "update"),
         ("here's the doc https://docs.example/x", "reference"),
@@ -27,6 +32,14 @@ from tests.pipeline.test_offline_extract import ANA, BEN, BOT, CTX
 )
 def test_cue_categories(text: str, expected: str) -> None:
     assert expected in cue_categories(text, mentions_others=False)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a rollback would break the mobile clients instead", "any customers stuck on the old app version?"],
+)
+def test_hypotheticals_and_questions_about_being_stuck_are_not_blockers(text: str) -> None:
+    assert "blocker" not in cue_categories(text, mentions_others=False)
 
 
 def test_a_proposal_is_discussion_not_a_decision() -> None:

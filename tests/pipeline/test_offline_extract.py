@@ -129,3 +129,49 @@ def test_extract_never_crashes_and_never_copies(texts: list[str], big: bool) -> 
         assert set(record.source_msg_ids) <= ids
         text = getattr(record, "summary", None) or getattr(record, "description", "")
         assert longest_common_run(text, sources) < 10
+
+
+def test_a_blocker_signal_says_what_is_blocked_with_the_thread_topic_and_copies_no_run() -> None:
+    msgs = window(
+        (ANA, "the app store review for the 4.12 release came back this morning"),
+        (
+            BEN,
+            "rejected: missing privacy manifest for the third-party analytics SDK, apple tightened the rules for "
+            "every app that ships that SDK and we need a new build with the updated version before resubmitting",
+        ),
+    )
+    result = extract(msgs, CTX)
+    blocker = next(s for s in result.signals if s.signal_type == "blocker")
+    assert blocker.source_msg_ids == ["m2"]
+    assert blocker.summary.startswith("Ben reported a blocker:")
+    assert "privacy manifest" in blocker.summary
+    assert "Topic:" in blocker.summary
+    assert longest_common_run(blocker.summary, [m.text for m in msgs]) < 10
+
+
+def test_an_update_signal_restates_what_was_reported_in_the_third_person() -> None:
+    msgs = window(
+        (CARA, "who is sorting transport to the venue?"),
+        (BEN, "fyi I booked the coach: Oxford station 09:30 on the 14th, back at 16:30 on the 15th"),
+    )
+    result = extract(msgs, CTX, pending_ids={"m2"})
+    update = next(s for s in result.signals if s.signal_type == "update")
+    assert update.summary.startswith("Ben posted an update:")
+    assert "coach" in update.summary and "Oxford" in update.summary
+    assert " I " not in f" {update.summary} " and "fyi" not in update.summary.lower()
+    assert longest_common_run(update.summary, [m.text for m in msgs]) < 10
+
+
+def test_extract_logs_no_message_text(caplog) -> None:
+    canary = "zebra-canary-4417"
+    msgs = window(
+        (ANA, f"blocked on the {canary} migration, I don't have write access"),
+        (BEN, f"fyi the {canary} export finished overnight"),
+        (CARA, f"ok let's go with the {canary} plan, @ben can you ship it by Friday?"),
+    )
+    with caplog.at_level("DEBUG"):
+        result = extract(msgs, CTX)
+    assert result.signals
+    assert canary not in caplog.text
+    for m in msgs:
+        assert m.text not in caplog.text
