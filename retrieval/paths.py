@@ -96,6 +96,11 @@ def structured(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> 
 
 # --------------------------------------------------------------------------- semantic
 
+# The embeddings the semantic path searches (not message vectors). The partial covering index
+# `embeddings_scope_cover_idx` (knowledge/migrations/0003) is built on this predicate, and the planner uses
+# it only when this implies it: change both together (tests/retrieval/test_paths.py checks the plan).
+SEARCHED_KINDS = "e.source_id IS NOT NULL AND e.source_type IN ('decision', 'action', 'signal', 'summary', 'entity')"
+
 
 def semantic(
     plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, query_vector: Sequence[float] | None
@@ -103,8 +108,9 @@ def semantic(
     """Nearest records by cosine, scope in the same query.
 
     A scope holding at most `cfg.exact_scan_max_rows` embeddings (a channel, a person's own records) is
-    scanned exactly through its btree index: faster than walking the org-wide HNSW graph for a filter
-    that passes one row in a thousand, and never short of k. A larger scope walks the HNSW index with
+    scanned exactly through its btree index (a channel: an index-only scan of `embeddings_scope_cover_idx`,
+    which carries the vectors): faster than walking the org-wide HNSW graph for a filter that passes one
+    row in a thousand, and never short of k. A larger scope walks the HNSW index with
     an iterative scan, which keeps going until k rows pass the scope.
     """
     if query_vector is None:
@@ -116,10 +122,7 @@ def semantic(
         "min_sim": cfg.min_similarity,
         "cap": cfg.exact_scan_max_rows + 1,
     }
-    where = (
-        f"{scope.embeddings('e')} AND e.source_id IS NOT NULL"
-        " AND e.source_type IN ('decision', 'action', 'signal', 'summary', 'entity')"
-    )
+    where = f"{scope.embeddings('e')} AND {SEARCHED_KINDS}"
     # One round trip for the common case: the scope's rows (btree, at most cap of them; MATERIALIZED so the
     # HNSW index is not used) and their count. When the count is at or under the threshold this IS the exact
     # answer; above it the scope is large, and the iterative HNSW scan below takes over.
@@ -166,10 +169,13 @@ def semantic(
 class _Words:
     """The question's words as tsquery constants written into the SQL (one bound parameter each).
 
-    Constants, not a CTE: Postgres folds `websearch_to_tsquery` at plan time, so the planner sees how
-    common the words are and starts from the scope's btree index when they are common, instead of a
-    GIN scan of the whole table. Coverage (the share of the words a record matches) is a sum of
-    boolean matches per row, with no subquery per row. A word that is all stop words counts for nothing.
+    Constants, not a CTE, where a row is matched: Postgres folds `websearch_to_tsquery` at plan time, so
+    the planner sees how common the words are and starts from the scope's btree index when they are
+    common, instead of a GIN scan of the whole table. Coverage (the share of the words a record matches)
+    is a sum of boolean matches per row, with no subquery per row. A word that is all stop words counts
+    for nothing. A statement with several tables computes the per-word queries once, in the one-row
+    CTE `q` (`cte`, `coverage_q`, `rank_q`): the same values, a statement a quarter the size to send,
+    parse and plan.
     """
 
     def __init__(self, keywords: Sequence[str], params: dict[str, object]) -> None:
@@ -184,9 +190,19 @@ class _Words:
     def coverage(self, col: str) -> str:
         return "((" + " + ".join(f"({col} @@ {t})::int" for t in self.terms) + f") / {self._n})"
 
+    def cte(self) -> str:
+        terms = "".join(f", {t} AS t{i}" for i, t in enumerate(self.terms))
+        return f"q AS MATERIALIZED (SELECT {self.any} AS any_words{terms}, {self._n} AS n)"
+
+    def coverage_q(self, col: str) -> str:
+        return "((" + " + ".join(f"({col} @@ q.t{i})::int" for i in range(len(self.terms))) + ") / q.n)"
+
+    def rank_q(self, col: str) -> str:
+        return f"ts_rank_cd({col}, q.any_words)"
+
 
 def _scope_first(
-    name: str, table: str, alias: str, predicate: str, match: str, select: str, order: str
+    name: str, table: str, alias: str, predicate: str, match: str, select: str, order: str, join: str = ""
 ) -> tuple[str, str]:
     """(CTE, branch) for a text match inside the scope, in one statement, scope rows first.
 
@@ -196,16 +212,17 @@ def _scope_first(
     cannot see that cost. The CTE reads at most `scope_cap` scope rows; when the scope is larger, the
     second half of the branch runs instead (the planner's own plan: scope and GIN together). The two
     halves are gated by the count, a constant of the statement, so only one of them executes.
+    `join` adds FROM items to both halves (", q": the words' CTE).
     """
     cte = (
         f"{name} AS MATERIALIZED (SELECT {alias}.id, {alias}.search_vector FROM {table} {alias}"
         f" WHERE {predicate} LIMIT %(scope_cap)s)"
     )
     branch = (
-        f"(SELECT {select} FROM {name} {alias} WHERE {match}"
+        f"(SELECT {select} FROM {name} {alias}{join} WHERE {match}"
         f" AND (SELECT count(*) FROM {name}) < %(scope_cap)s ORDER BY {order} LIMIT %(k)s)"
         " UNION ALL "
-        f"(SELECT {select} FROM {table} {alias} WHERE {predicate} AND {match}"
+        f"(SELECT {select} FROM {table} {alias}{join} WHERE {predicate} AND {match}"
         f" AND (SELECT count(*) FROM {name}) >= %(scope_cap)s ORDER BY {order} LIMIT %(k)s)"
     )
     return cte, branch
@@ -222,7 +239,7 @@ def fulltext(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> li
         "scope_cap": cfg.scope_first_max_rows + 1,
     }
     words = _Words(plan.keywords, params)
-    ctes, branches = [], []
+    ctes, branches = [words.cte()], []
     for kind, table, alias, predicate in (
         ("decision", "decisions", "d", scope.decisions("d") + " AND d.status <> 'rejected'"),
         ("action", "actions", "a", scope.actions("a")),
@@ -236,9 +253,10 @@ def fulltext(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> li
             alias,
             predicate,
             match=f"{col} @@ {words.any}",
-            select=f"'{kind}' AS t, {alias}.id::text AS id, {words.coverage(col)} AS cov,"
-            f" ts_rank_cd({col}, {words.any}) AS rank",
+            select=f"'{kind}' AS t, {alias}.id::text AS id, {words.coverage_q(col)} AS cov,"
+            f" {words.rank_q(col)} AS rank",
             order="cov DESC, rank DESC",
+            join=", q",
         )
         ctes.append(cte)
         branches.append(branch)

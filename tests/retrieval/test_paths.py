@@ -197,3 +197,45 @@ def test_summary_path_overlaps_time_range():
     assert paths.summary(plan, scope(ch, f.user()), CFG) == [("summary", str(inside.id))]
     by_words = paths.summary(QueryPlan(keywords=["failover", "payments"]), scope(ch, f.user()), CFG)
     assert by_words == [("summary", str(inside.id))]
+
+
+@pytest.mark.parametrize(
+    ("table", "index", "run"),
+    [
+        ("embeddings", "embeddings_scope_cover_idx", lambda s: paths.semantic(QueryPlan(), s, CFG, f.unit(0))),
+        (
+            "conversation_signals",
+            "signals_scope_text_cover_idx",
+            lambda s: paths.fulltext(QueryPlan(keywords=["retry", "runbook"]), s, CFG),
+        ),
+    ],
+    ids=["semantic-exact-scan", "fulltext-signals"],
+)
+def test_channel_reads_can_use_the_covering_index(world, table, index, run):
+    """A channel's rows are read through the covering index (migration 0003): its partial predicate and
+    columns still match the path's SQL. The table's other indexes on channel_id are dropped inside the
+    test's transaction (rolled back), so the index is the only way in short of a sequential scan."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    w = world
+    f.embed(f.signal(w["billing"], "Retry runbook drafted"), f.unit(0))
+    s = scope(w["billing"], w["bob"])
+    with CaptureQueriesContext(connection) as ctx:
+        run(s)
+    sql = ctx.captured_queries[-1]["sql"]
+    with connection.cursor() as cur:
+        cur.execute("SET CONSTRAINTS ALL IMMEDIATE")  # fire the deferred FK checks: the table can be altered
+        cur.execute(
+            "SELECT i.indexrelid::regclass::text, c.conname FROM pg_index i"
+            " JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
+            " LEFT JOIN pg_constraint c ON c.conindid = i.indexrelid"
+            " WHERE i.indrelid = %s::regclass AND a.attname = 'channel_id' AND i.indexrelid <> %s::regclass",
+            [table, index],
+        )
+        for name, constraint in cur.fetchall():
+            cur.execute(f"ALTER TABLE {table} DROP CONSTRAINT {constraint}" if constraint else f"DROP INDEX {name}")
+        cur.execute("SET LOCAL enable_seqscan = off")
+        cur.execute("EXPLAIN " + sql)
+        plan = "\n".join(row[0] for row in cur.fetchall())
+    assert index in plan, plan
