@@ -132,6 +132,30 @@ def decision_sentence(sentence: str) -> bool:
     return not lowered.rstrip().endswith("?")
 
 
+def settles_question(answer: str, question: str) -> bool:
+    """`answer` (a reply by someone else) settles `question` about the team's own course: an unhedged
+    statement opening with yes/no, or naming what the question asked about with a rule-shaped word
+    ("only", "X's fine", "held flat", "no new … without", "follows in Q4")."""
+    a, q = cues.norm(answer).strip(), cues.norm(question)
+    if not is_question(question) or not cues.COURSE_QUESTION.search(q) or cues.ASKER_COURSE.search(q):
+        return False
+    if is_question(answer) or cues.HEDGE.search(a) or cues.OPEN_ANSWER.search(a) or cues.PROPOSAL.search(a):
+        return False
+    if len(a.split()) > 30:
+        return False
+    if cues.SETTLING_OPENER.search(a):
+        return True
+    asked = {w for w in re.findall(r"[a-z][a-z0-9-]{2,}", q)} - _ECHO_STOP
+    echoed = {w for w in re.findall(r"[a-z][a-z0-9-]{2,}", a)} & asked
+    return bool(echoed) and bool(cues.SETTLING_RULE.search(a))
+
+
+_ECHO_STOP = set(
+    "the and are for our you your that this with not can just only all any but from then than have has was were "
+    "will would should shall also does did its it's is do we or in of on ok okay fine yes no".split()
+)
+
+
 def cue_categories(text: str, mentions_others: bool) -> set[str]:
     lowered = cues.norm(text)
     parts = cues.sentences(lowered) or [lowered]
@@ -141,8 +165,10 @@ def cue_categories(text: str, mentions_others: bool) -> set[str]:
         found.add("decision")
     if cues.SELF_COMMIT.search(lowered) or (cues.REQUEST.search(lowered) and (mentions_others or "you" in lowered)):
         found.add("action")
-    # Asking whether something is stuck ("anyone stuck on the old version?") is a question, not a blocker.
-    if any(cues.BLOCKER.search(s) and not s.rstrip().endswith("?") for s in parts):
+    # Asking whether something is stuck ("anyone stuck on the old version?") is a question, not a blocker;
+    # "blocked on X, can you…?" states the blocker before the question.
+    stated = [(s.rsplit(",", 1)[0] if "," in s else "") if s.rstrip().endswith("?") else s for s in parts]
+    if any(cues.BLOCKER.search(s) for s in stated):
         found.add("blocker")
     if is_question(text) and "action" not in found:
         found.add("question")

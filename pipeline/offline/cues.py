@@ -120,6 +120,46 @@ HEDGE = _any(
         r"\bdecided yet\b",
     ]
 )
+# A question about the team's own course ("are we migrating all of it?", "X or Y?", "Looker ok?"), which a
+# settling answer turns into a decision; asking what is known ("do we know why…") is not one.
+COURSE_QUESTION = _any(
+    [
+        r"\b(are|do|should|shall|will) we\b(?! (know|have any idea|even know|still))",
+        r"\bin scope\b",
+        r"\b(ok|okay|fine|enough)( (for|with) [\w ]{1,24})?\s*\?",
+        r"\bor (just|only|also)\b",
+        r"\bor [^?]{1,60}\?",
+    ]
+)
+# The answer settles it: a yes/no opener with content, or a rule-shaped statement.
+SETTLING_OPENER = re.compile(r"^(yes|yep|yeah|no|nope)\b\s*[,.:;!\u2014\u2013-]+\s*(?=\S+\s+\S+)")
+SETTLING_RULE = _any(
+    [
+        r"\bonly\b",
+        r"\b(yes|no)[.!]?$",
+        r"\b(yes|no)\s*[.!]\s",
+        r"(\w'?s|\bis|\bare) (fine|ok|okay|plenty|enough)\b",
+        r"\b(held|kept|stays?) (flat|as is|the same)\b",
+        r"\bno new [\w -]{1,40} without\b",
+        r"\b(follows|moves|slips) (in|to) (q[1-4]|\w+ \d{1,2}|\d{1,2} \w+)\b",
+        r"\ball of (it|them)\b|\bnone of (it|them)\b",
+    ]
+)
+# Doubt or conditions in an answer leave the question open.
+OPEN_ANSWER = _any(
+    [
+        r"\bif\b",
+        r"\bunless\b",
+        r"\bimo\b",
+        r"\btbh\b",
+        r"\bafaik\b",
+        r"\bprobably\b",
+        r"\bi feel\b|\bfeels (right|like|good|ok)\b",
+        r"\b(looks|seems|sounds) like\b",
+    ]
+)
+# The asker's own course ("can I just…?") is theirs to settle, not the team's.
+ASKER_COURSE = re.compile(r"\b(can|could|should|shall|do) i\b")
 # Approval of someone else's proposal by a short reply: a decision when it follows a proposal.
 APPROVAL = _any(
     [

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pipeline.context import ChannelContext
 from pipeline.members import Member
 from pipeline.offline import cues, deadlines, restate, topic
-from pipeline.offline.classify import cue_categories, decision_sentence
+from pipeline.offline.classify import cue_categories, decision_sentence, settles_question
 from pipeline.offline.entities import Spotted, find_entities
 from pipeline.schemas import (
     ExtractedAction,
@@ -133,6 +133,19 @@ def _rationale(texts: list[str], author: str, sources: list[str]) -> str | None:
     return None
 
 
+def _settled_question(msgs: list[_Msg], i: int) -> _Msg | None:
+    """The question about the team's course that message `i` answers and settles, asked by someone else
+    within the two messages before it."""
+    msg = msgs[i]
+    if msg.words > 30 or "question" in msg.categories:
+        return None
+    for back in range(i - 1, max(-1, i - 3), -1):
+        prev = msgs[back]
+        if prev.m.author_id != msg.m.author_id and "question" in prev.categories:
+            return prev if settles_question(msg.m.text, prev.m.text) else None
+    return None
+
+
 def _decisions(msgs: list[_Msg], ctx: ChannelContext) -> tuple[list[ExtractedDecision], set[str]]:
     out: list[ExtractedDecision] = []
     used: set[str] = set()
@@ -148,6 +161,10 @@ def _decisions(msgs: list[_Msg], ctx: ChannelContext) -> tuple[list[ExtractedDec
                     if "decision" not in prev.categories:
                         anchor, evidence = msg, [prev, msg]
                     break
+        if anchor is None and msg.m.id not in used and "action" not in msg.categories:
+            question = _settled_question(msgs, i)
+            if question is not None:
+                anchor, evidence = msg, [msg]
         if anchor is None or not anchor.pending:
             continue
         for j in range(i + 1, min(len(msgs), i + 1 + _LOOKAHEAD)):
@@ -163,7 +180,19 @@ def _decisions(msgs: list[_Msg], ctx: ChannelContext) -> tuple[list[ExtractedDec
         sources = [e.m.text for e in evidence]
         first = evidence[0]
         author = _name(ctx, first.m.author_id)
-        if first is anchor:
+        question = _settled_question(msgs, i) if "decision" not in first.categories and first is anchor else None
+        if question is not None:
+            # The answer alone ("yes, all of it") says little: the question it settles carries the topic.
+            asker = _name(ctx, question.m.author_id)
+            parts = cues.sentences(question.m.text) or [question.m.text]
+            asked = next((p for p in parts if p.rstrip().endswith("?")), parts[0])
+            asked = restate.third_person(restate.clean(asked), asker).replace("?", "")
+            answer = restate.third_person(restate.clean(first.m.text), author)
+            summary = restate.sentence(
+                f"{author} settled {asker}'s question ({restate.shorten(asked, 14)}): {restate.shorten(answer, 22)}"
+            )
+            sources = [*sources, question.m.text]
+        elif first is anchor:
             summary = restate.sentence(
                 f"{author} confirmed the decision: {restate.shorten(_decision_core(first.m, author), 28)}"
             )

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.offline import classify
-from pipeline.offline.classify import cue_categories
+from pipeline.offline.classify import cue_categories, settles_question
 from pipeline.offline.verbatim import longest_common_run
 from tests.pipeline.test_offline_extract import ANA, BEN, BOT, CTX
 
@@ -68,3 +68,22 @@ def test_classify_never_crashes(text: str) -> None:
     result = classify(text, CTX, ANA.user_id, [BEN.user_id])
     assert result.categories
     assert longest_common_run(result.gist, [text]) < 10
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "settles"),
+    [
+        (
+            "are we moving the wiki to the new space? it's about 900 pages",
+            "yes, every page. the old space gets archived",
+            True,
+        ),
+        ("Is the night shift in scope?", "Night shift held flat this quarter, no new hires without my approval", True),
+        ("Grafana ok for this?", "Grafana's fine, hourly data is enough", True),
+        ("should we rotate the keys now or at the window?", "at the window, if nothing else breaks", False),
+        ("do we know why the build is slow?", "yes, the cache is cold after every deploy", False),
+        ("how long does the review take?", "about a week, sometimes two", False),
+    ],
+)
+def test_an_answer_settles_a_question_about_the_teams_course(question: str, answer: str, settles: bool) -> None:
+    assert settles_question(answer, question) is settles

@@ -175,3 +175,31 @@ def test_extract_logs_no_message_text(caplog) -> None:
     assert canary not in caplog.text
     for m in msgs:
         assert m.text not in caplog.text
+
+
+def test_an_answer_that_settles_a_question_about_the_teams_course_is_a_decision_naming_the_question() -> None:
+    msgs = window(
+        (BEN, "for the mobile beta, do we invite every customer or just the pilot accounts?"),
+        (ANA, "pilot accounts only, everyone else joins at general availability"),
+        (CARA, "👍"),
+    )
+    result = extract(msgs, CTX)
+    assert len(result.decisions) == 1
+    decision = result.decisions[0]
+    assert decision.source_msg_ids[0] == "m2" and "m1" not in decision.source_msg_ids
+    assert decision.decided_by[0] == ANA.user_id
+    assert "beta" in decision.summary and "pilot accounts only" in decision.summary
+    assert longest_common_run(decision.summary, [m.text for m in msgs]) < 10
+
+
+def test_answers_that_report_hedge_or_confirm_an_old_plan_are_not_decisions() -> None:
+    cases = [
+        ("do we know why the cache header was so long?", "yep, nobody changed it since the old CDN"),
+        ("are we doing a webinar or just the blog post?", "webinar imo, the blog alone is too quiet"),
+        ("can I just rerun the import or is there a catch?", "catch: the import only keeps one day"),
+        ("are we still good for the Thursday cutover?", "yep, go/no-go call at noon"),
+        ("is it every tenant or only the EU one?", "looks like only the EU tenant, the US one is fine"),
+    ]
+    for question, answer in cases:
+        result = extract(window((BEN, question), (ANA, answer)), CTX)
+        assert result.decisions == [], (question, answer)
