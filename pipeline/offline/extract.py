@@ -118,6 +118,8 @@ def _decision_core(msg: WindowMessage, author: str) -> str:
     parts = cues.sentences(msg.text) or [msg.text]
     chosen = [p for p in parts if decision_sentence(cues.norm(p))]
     start = parts.index(chosen[0]) if chosen else 0
+    if start > 0 and len(parts[start].split()) <= 4:
+        start -= 1  # "12 sounds right. let's do it": the terse commit agrees to the sentence before it
     core = " ".join(parts[start : start + 2])
     core = re.sub(r"\b(everyone|all) ok\??|\bshout (now )?if you disagree\.?|\bany objections\??", "", core, flags=re.I)
     core = re.sub(r"\blet'?s (go|roll) with\b", "go with", core, flags=re.IGNORECASE)

@@ -20,6 +20,7 @@ MAX_TAGS = 8
 CLAUSE_TERMS = 5  # more terms make on-topic questions about things never decided match too
 _CONTEXT = 3  # preceding messages by others that may carry the topic
 _LOOKBACK = 6
+_TERSE = 2  # evidence with fewer content words than this takes its topic from the thread
 _URL = re.compile(r"https?://\S+|www\.\S+")
 _MENTION = re.compile(r"@[\w.\-]+")
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[-_'\u2019][A-Za-z0-9]+)*")
@@ -45,7 +46,7 @@ _STOP = set(
     first second third everybody team folks guys people someone anybody else bit lot lots stuff
     yesterday tomorrow later earlier currently actually basically already again quick quickly maybe
     feel feels felt calling find found mention mentioned send sent run running check checked looks look
-    min max mins tbd etc ping pinged update updated""".split()
+    min max mins tbd etc ping pinged update updated suggest suggested suggestion propose proposed proposal""".split()
 )
 
 
@@ -104,8 +105,12 @@ def terms(messages: Sequence[WindowMessage], ctx: ChannelContext, evidence_ids: 
     people = _people(ctx)
     names: Counter[str] = Counter()
     counts: Counter[str] = Counter()
+    # A terse or pronoun-only record ("let's do it", "Diego to pin it") names nothing itself: what it
+    # agrees to is the topic, so the messages it answers count as much as the evidence.
+    own = {w for m in messages if m.id in evidence_ids for w in _words(m.text, people)}
+    context_weight = 2 if len(own) < _TERSE else 1
     for message in messages:
-        weight = 2 if message.id in evidence_ids else 1
+        weight = 2 if message.id in evidence_ids else context_weight
         for spotted in find_entities(message.text, ctx):
             name = spotted.name.lower()
             if spotted.type != "person" and name not in people and not _OPAQUE.fullmatch(name) and len(name) <= 40:

@@ -54,3 +54,24 @@ def test_the_topic_clause_copies_no_run_of_ten_words():
     text = topic.clause("Alice approved the change.", terms, [m.text for m in thread])
     assert text.startswith("Alice approved the change.") and "Topic:" in text
     assert longest_common_run(text, [m.text for m in WINDOW]) < 10
+
+
+def test_a_terse_agreement_takes_its_topic_from_the_message_it_agrees_to() -> None:
+    msgs = [
+        _m(1, PRIYA, "I'd suggest we invite twelve candidates to the assessment day"),
+        _m(2, ALICE, "sounds right. let's do it"),
+    ]
+    thread = topic.context_messages(msgs, ["m2"])
+    terms = topic.terms(thread, CTX, ["m2"])
+    assert {"candidates", "assessment"} <= set(terms)
+    text = topic.clause("Alice agreed.", terms, [m.text for m in msgs])
+    assert longest_common_run(text, [m.text for m in msgs]) < 10
+
+
+def test_a_record_with_its_own_content_keeps_single_lead_in_words_out() -> None:
+    msgs = [
+        _m(1, PRIYA, "unrelated, the coffee machine is broken again"),
+        _m(2, ALICE, "agreed: the nightly export moves to the batch-worker queue from Monday"),
+    ]
+    terms = topic.terms(topic.context_messages(msgs, ["m2"]), CTX, ["m2"])
+    assert "coffee" not in terms and "batch-worker" in terms
