@@ -28,7 +28,7 @@ class RetrievalConfig:
     # fused score scaled to 0..1; below answer_min_relevance for the best record the answer is "no record".
     lexical_weight: float = 1.0
     fusion_weight: float = 0.1
-    answer_min_relevance: float = 0.6
+    answer_min_relevance: float = 0.7
     hnsw_ef_search: int = 40
     # Semantic path: a scope with at most this many embeddings is scanned exactly (btree pre-filter,
     # ~10 ms per 1,000 rows on the bench); a larger one walks the HNSW index with an iterative scan
