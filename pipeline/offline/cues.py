@@ -222,6 +222,16 @@ REQUEST = _any(
         r"\bmind (taking|doing|looking)\b",
     ]
 )
+# Someone offers to do a task; a reply accepting the offer makes it theirs.
+OFFER = re.compile(
+    r"\b(?:i can|i could|happy to|glad to|do you want me to|want me to|shall i|should i|i'?m happy to)\s+"
+    r"(?!not\b|see\b|tell\b|imagine\b|believe\b)(?=[a-z])",
+    re.IGNORECASE,
+)
+ACCEPT = re.compile(
+    r"^(?:(?:yes|yep|yeah|ok|okay|sure|great|perfect|amazing|oh)\b[\s,.!]*)*"
+    r"(?:please\b|yes please\b|go for it\b|please do\b|that'?d be (?:great|amazing|brilliant)\b)"
+)
 ACK = re.compile(
     r"^\s*(yep|yes|yeah|yup|sure|ok|okay|will do|on it|done deal|can do|no problem|no worries|np|sounds good|"
     r"got it|roger|ack|absolutely|of course|happy to|👍|👌|✅|🙏|💪|🫡)\b|^\s*(👍|👌|🫡|💪|✅)"

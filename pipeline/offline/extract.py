@@ -62,6 +62,7 @@ class _Action:
     evidence: list[str]
     deadline_text: list[tuple[str, WindowMessage]]
     done: bool = False
+    offer: str | None = None  # the offer an acceptance answers: the task's words come from it
 
 
 def _addressees(msg: WindowMessage, ctx: ChannelContext) -> list[Member]:
@@ -254,6 +255,19 @@ def _open_request(actions: list[_Action], owner: Member, msgs: list[_Msg], i: in
     )
 
 
+def _accepted_offer(msgs: list[_Msg], i: int) -> _Msg | None:
+    """The offer ("I can…", "do you want me to…", "happy to…") by someone else in the two messages
+    before message `i` that `i` accepts ("yes please", "go for it")."""
+    msg = msgs[i]
+    if not cues.ACCEPT.search(msg.text) or msg.words > _SHORT:
+        return None
+    for back in range(i - 1, max(-1, i - 3), -1):
+        prev = msgs[back]
+        if prev.m.author_id != msg.m.author_id and cues.OFFER.search(prev.text):
+            return prev
+    return None
+
+
 def _actions(msgs: list[_Msg], ctx: ChannelContext) -> tuple[list[_Action], set[str]]:
     actions: list[_Action] = []
     used: set[str] = set()
@@ -284,6 +298,13 @@ def _actions(msgs: list[_Msg], ctx: ChannelContext) -> tuple[list[_Action], set[
                 used.add(msg.m.id)
                 continue
             actions.append(_Action(msg, owner, _task_text(msg, ctx, owner), [msg.m.id], [(msg.m.text, msg.m)]))
+        elif (offer := _accepted_offer(msgs, i)) is not None:
+            # "I can make a template" … "yes please, by Friday": the offerer owns the task from the acceptance.
+            owner = _member(ctx, offer.m.author_id)
+            lead = cues.OFFER.search(offer.m.text.replace("\u2019", "'"))
+            task = _strip_tail(re.split(r",|\bthen\b", offer.m.text[lead.end() :] if lead else "")[0])
+            action = _Action(msg, owner, task, [msg.m.id], [(msg.m.text, msg.m)], offer=offer.m.text)
+            actions.append(action)
         elif "decision" in msg.categories and msg.addressees:
             continue
         elif cues.ACK.search(msg.text) and msg.words <= _SHORT:
@@ -471,7 +492,7 @@ def extract(window: list[WindowMessage], ctx: ChannelContext, pending_ids: set[s
     for action in found:
         if not action.anchor.pending:
             continue
-        sources = [by_id[i].m.text for i in action.evidence]
+        sources = [by_id[i].m.text for i in action.evidence] + ([action.offer] if action.offer else [])
         owner_name = _name(ctx, action.owner.user_id) if action.owner else "Someone"
         actor = _name(ctx, action.anchor.m.author_id)
         description = _describe(owner_name, action.task, sources, actor)

@@ -203,3 +203,24 @@ def test_answers_that_report_hedge_or_confirm_an_old_plan_are_not_decisions() ->
     for question, answer in cases:
         result = extract(window((BEN, question), (ANA, answer)), CTX)
         assert result.decisions == [], (question, answer)
+
+
+def test_accepting_an_offer_gives_the_offerer_the_task_with_the_acceptances_deadline() -> None:
+    msgs = window(
+        (BEN, "the onboarding emails all look different, it's a mess"),
+        (CARA, "I can put together a shared email template, should take a day"),
+        (ANA, "yes please, by Friday"),
+    )
+    result = extract(msgs, CTX)
+    assert len(result.actions) == 1
+    action = result.actions[0]
+    assert action.owner_id == CARA.user_id
+    assert action.source_msg_ids == ["m3"]
+    assert action.description.startswith("Cara to put together a shared email template")
+    assert action.deadline == date(2026, 5, 8)
+    assert longest_common_run(action.description, [m.text for m in msgs]) < 10
+
+
+def test_a_please_with_no_offer_before_it_is_not_an_action() -> None:
+    msgs = window((BEN, "the onboarding emails all look different"), (ANA, "yes please, that would help"))
+    assert extract(msgs, CTX).actions == []
