@@ -232,25 +232,27 @@ def record_decision(
         restated.save(update_fields=["source_ref", "confidence", "decided_by"])
         logger.info("decision restated: channel=%s decision=%s", channel.channel_id, restated.friendly_id)
         return Written(restated, False)
-    try:
-        with transaction.atomic():
-            decision = Decision.objects.create(
-                friendly_id=next_friendly_id(channel.channel_id, "DEC"),
-                channel=channel,
-                organisation_id=channel.organisation_id,
-                summary=summary,
-                rationale=rationale,
-                decided_by=list(dict.fromkeys(decided_by)),
-                decided_at=decided_at,
-                confidence=confidence,
-                tags=tags or [],
-                source_ref=source,
-                source_key=key,
-                extraction_model=extraction_model,
-                prompt_version=prompt_version,
-            )
-    except IntegrityError:  # a concurrent run wrote the same key first
-        return Written(Decision.objects.get(channel=channel, source_key=key), False)
+    # get_or_create: a concurrent run that wrote the same key first wins; the friendly id is drawn
+    # inside the insert's transaction, so a lost race does not use one up.
+    decision, created = Decision.objects.get_or_create(
+        channel=channel,
+        source_key=key,
+        defaults={
+            "friendly_id": lambda: next_friendly_id(channel.channel_id, "DEC"),
+            "organisation_id": channel.organisation_id,
+            "summary": summary,
+            "rationale": rationale,
+            "decided_by": list(dict.fromkeys(decided_by)),
+            "decided_at": decided_at,
+            "confidence": confidence,
+            "tags": tags or [],
+            "source_ref": source,
+            "extraction_model": extraction_model,
+            "prompt_version": prompt_version,
+        },
+    )
+    if not created:
+        return Written(decision, False)
     if vector is not None:
         record_embedding(
             "decision",
@@ -332,30 +334,28 @@ def record_action(
         return Written(existing, False)
     created = created_at or timezone.now()
     staleness_at = deadline or created + timedelta(days=settings.JEEVES.staleness_days)
-    try:
-        with transaction.atomic():
-            action = Action.objects.create(
-                friendly_id=next_friendly_id(channel.channel_id, "ACT"),
-                channel=channel,
-                organisation_id=channel.organisation_id,
-                description=description,
-                owner_id=owner_id,
-                owner_name=owner_name,
-                deadline=deadline,
-                status=status,
-                completed_at=timezone.now() if status == ActionStatus.DONE else None,
-                staleness_at=staleness_at,
-                confidence=confidence,
-                tags=tags or [],
-                source_ref=source,
-                source_key=key,
-                related_decision=related_decision,
-                extraction_model=extraction_model,
-                prompt_version=prompt_version,
-            )
-    except IntegrityError:
-        return Written(Action.objects.get(channel=channel, source_key=key), False)
-    return Written(action, True)
+    action, created = Action.objects.get_or_create(
+        channel=channel,
+        source_key=key,
+        defaults={
+            "friendly_id": lambda: next_friendly_id(channel.channel_id, "ACT"),
+            "organisation_id": channel.organisation_id,
+            "description": description,
+            "owner_id": owner_id,
+            "owner_name": owner_name,
+            "deadline": deadline,
+            "status": status,
+            "completed_at": timezone.now() if status == ActionStatus.DONE else None,
+            "staleness_at": staleness_at,
+            "confidence": confidence,
+            "tags": tags or [],
+            "source_ref": source,
+            "related_decision": related_decision,
+            "extraction_model": extraction_model,
+            "prompt_version": prompt_version,
+        },
+    )
+    return Written(action, created)
 
 
 def record_signal(
@@ -374,28 +374,23 @@ def record_signal(
     extraction_model: str | None = None,
 ) -> Written:
     summary = guard_text(summary, sources_text) or ""
-    existing = ConversationSignal.objects.filter(channel=channel, source_key=key).first()
-    if existing is not None:
-        return Written(existing, False)
-    try:
-        with transaction.atomic():
-            signal = ConversationSignal.objects.create(
-                channel=channel,
-                organisation_id=channel.organisation_id,
-                signal_type=signal_type,
-                summary=summary,
-                participants=list(dict.fromkeys(participants or [])),
-                tags=tags or [],
-                related_entities=related_entities or [],
-                occurred_at=occurred_at,
-                confidence=confidence,
-                source_ref=source,
-                source_key=key,
-                extraction_model=extraction_model,
-            )
-    except IntegrityError:
-        return Written(ConversationSignal.objects.get(channel=channel, source_key=key), False)
-    return Written(signal, True)
+    signal, created = ConversationSignal.objects.get_or_create(
+        channel=channel,
+        source_key=key,
+        defaults={
+            "organisation_id": channel.organisation_id,
+            "signal_type": signal_type,
+            "summary": summary,
+            "participants": list(dict.fromkeys(participants or [])),
+            "tags": tags or [],
+            "related_entities": related_entities or [],
+            "occurred_at": occurred_at,
+            "confidence": confidence,
+            "source_ref": source,
+            "extraction_model": extraction_model,
+        },
+    )
+    return Written(signal, created)
 
 
 # --------------------------------------------------------------------------- entities and relationships
