@@ -255,6 +255,17 @@ def _open_request(actions: list[_Action], owner: Member, msgs: list[_Msg], i: in
     )
 
 
+def _acknowledge(actions: list[_Action], owner: Member, msgs: list[_Msg], i: int, used: set[str]) -> bool:
+    """Message `i` answers `owner`'s open request (see _open_request): it joins that action's evidence."""
+    earlier = _open_request(actions, owner, msgs, i)
+    if earlier is None:
+        return False
+    earlier.evidence.append(msgs[i].m.id)
+    earlier.deadline_text.append((msgs[i].m.text, msgs[i].m))
+    used.add(msgs[i].m.id)
+    return True
+
+
 def _accepted_offer(msgs: list[_Msg], i: int) -> _Msg | None:
     """The offer ("I can…", "do you want me to…", "happy to…") by someone else in the two messages
     before message `i` that `i` accepts ("yes please", "go for it")."""
@@ -291,11 +302,7 @@ def _actions(msgs: list[_Msg], ctx: ChannelContext) -> tuple[list[_Action], set[
         elif commit:
             # An "I'll…" answering a request to its author is that request's acknowledgement.
             owner = _member(ctx, msg.m.author_id)
-            earlier = _open_request(actions, owner, msgs, i)
-            if earlier is not None:
-                earlier.evidence.append(msg.m.id)
-                earlier.deadline_text.append((msg.m.text, msg.m))
-                used.add(msg.m.id)
+            if _acknowledge(actions, owner, msgs, i, used):
                 continue
             actions.append(_Action(msg, owner, _task_text(msg, ctx, owner), [msg.m.id], [(msg.m.text, msg.m)]))
         elif (offer := _accepted_offer(msgs, i)) is not None:
@@ -308,12 +315,7 @@ def _actions(msgs: list[_Msg], ctx: ChannelContext) -> tuple[list[_Action], set[
         elif "decision" in msg.categories and msg.addressees:
             continue
         elif cues.ACK.search(msg.text) and msg.words <= _SHORT:
-            owner = _member(ctx, msg.m.author_id)
-            earlier = _open_request(actions, owner, msgs, i)
-            if earlier is not None:
-                earlier.evidence.append(msg.m.id)
-                earlier.deadline_text.append((msg.m.text, msg.m))
-                used.add(msg.m.id)
+            _acknowledge(actions, _member(ctx, msg.m.author_id), msgs, i, used)
     # Completion: a later report by the owner that names something from the task.
     for action in actions:
         if action.owner is None:
