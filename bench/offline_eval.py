@@ -5,7 +5,7 @@ messages and everything between pause/ears off/secure mode and resume/ears on/se
 the window holds the last 30 messages; extract runs in bursts like the debounced extractor
 (at 10 pending messages, or 3 messages after a high-signal one) with `pending_ids`.
 
-    .venv/bin/python bench/offline_eval.py [../shared/evalset/dev] [--no-classify] [--verbose]
+    .venv/bin/python bench/offline_eval.py [evalsets/dev] [--no-classify] [--verbose]
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pipeline.window import WindowMessage  # noqa: E402
 WINDOW = 30
 BATCH = 10
 AFTER_HIGH_SIGNAL = 3
-DEFAULT_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "evalset" / "dev"
+DEFAULT_DIR = Path(__file__).resolve().parent.parent / "evalsets" / "dev"
 
 
 def _context(conv: dict) -> tuple[ChannelContext, dict[str, str]]:

@@ -4,7 +4,7 @@
     python bench/retrieval_qa.py --offline [PATH]  # own database, offline-extracted records seeded
     python bench/retrieval_qa.py [PATH]          # the configured database, after `jeeves replay PATH`
 
-PATH defaults to ../shared/evalset/dev. With --gold the gold decisions, actions, entities and
+PATH defaults to evalsets/dev. With --gold the gold decisions, actions, entities and
 relationships (synthesised restatements, source_ref = the gold evidence ids) are written into a
 fresh database and embedded with the bundled MiniLM, so the figure measures retrieval and answers
 with a perfect extractor; without it, it measures the whole system on what the pipeline extracted.
@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DEFAULT = ROOT.parent / "shared" / "evalset" / "dev"
+DEFAULT = ROOT / "evalsets" / "dev"
 
 
 def _bench_db(tmp: Path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -194,6 +195,7 @@ class WorkerProcess:
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stop() reaches prefork children too
         )
         wait_for(lambda: b"ready." in self.log_path.read_bytes() or self.proc.poll() is not None, timeout=90)
         if self.proc.poll() is not None:
@@ -202,20 +204,31 @@ class WorkerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def _signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
     def stop(self) -> None:
+        """Warm shutdown, then SIGKILL to the whole group (parent and prefork children), always."""
         if self.proc.poll() is None:
-            self.proc.terminate()
+            self._signal_group(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
+                pass
+        self._signal_group(signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.wait()
+        if not self._log.closed:
+            self._log.close()
 
     def kill(self) -> None:
-        self.proc.kill()
+        self._signal_group(signal.SIGKILL)
         self.proc.wait()
-        self._log.close()
+        if not self._log.closed:
+            self._log.close()
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,9 @@ from pathlib import Path
 from pipeline.members import Member
 from pipeline.window import WindowMessage
 
-EVALSET_DEV = Path(__file__).resolve().parents[3] / "shared" / "evalset" / "dev"
+EVALSETS = Path(__file__).resolve().parents[2] / "evalsets"
+EVALSET_DEV = EVALSETS / "dev"
+EVALSET_TRAIN = EVALSETS / "train"
 
 
 def load(name: str) -> dict:

@@ -92,8 +92,9 @@ def test_a_worker_killed_mid_extraction_redelivers_without_duplicates(redis_url,
         JEEVES_WIRE_APP_ID=BOT,
     )
     worker = WorkerProcess("extract,embed", env, pool="prefork", name="killme")
-    channel = _prepare(evalset.load("conv-001"))
+    channel = None
     try:
+        channel = _prepare(evalset.load("conv-001"))
         extract_channel.apply_async(kwargs={"channel_id": channel.channel_id, "epoch": channel.epoch})
         wait_for(lambda: fake.calls("extract-model"), timeout=90)
         [child] = _children(worker.proc.pid)
@@ -115,4 +116,5 @@ def test_a_worker_killed_mid_extraction_redelivers_without_duplicates(redis_url,
     finally:
         worker.stop()
         fake.stop()
-        debounce.flush(channel.channel_id)
+        if channel is not None:
+            debounce.flush(channel.channel_id)
