@@ -56,6 +56,38 @@ def record_receipt(channel_id: str, wire_msg_id: str, *, author_id: str | None, 
     return True
 
 
+def ensure_receipt(channel_id: str, wire_msg_id: str, *, author_id: str | None, sent_at) -> tuple[int, str]:
+    """The message's (tier, outcome), writing its receipt first when the bridge published the task but
+    died before committing the receipt (wire_bridge/ingest.py publishes first).
+
+    The insert waits while the bridge's transaction holding the same receipt is still open, so the
+    answer is the committed state: the bridge's receipt, or this one when the bridge rolled back.
+    """
+    MessageReceipt.objects.bulk_create(
+        [MessageReceipt(channel_id=channel_id, wire_msg_id=wire_msg_id, author_id=author_id, sent_at=sent_at)],
+        ignore_conflicts=True,
+    )
+    return (
+        MessageReceipt.objects.filter(channel_id=channel_id, wire_msg_id=wire_msg_id)
+        .values_list("tier", "outcome")
+        .get()
+    )
+
+
+def mark_expired(channel_id: str, wire_msg_id: str) -> bool:
+    """The message's text expired before it was classified: mark and count it, once.
+
+    Only a receipt still waiting at tier 0 moves, so a redelivered copy of a task whose first copy
+    classified the message (and discarded its text) is not counted as expired.
+    """
+    moved = MessageReceipt.objects.filter(
+        channel_id=channel_id, wire_msg_id=wire_msg_id, tier=0, outcome=MessageReceipt.Outcome.QUEUED
+    ).update(outcome=MessageReceipt.Outcome.EXPIRED)
+    if moved:
+        bump_counter(channel_id, "expired")
+    return bool(moved)
+
+
 def receipt_tier(channel_id: str, wire_msg_id: str) -> int:
     """How far the message went (0 received, 1 classified, 2 extracted); -1 when there is no receipt."""
     tier = (

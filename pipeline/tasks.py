@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import datetime
 
 from celery import shared_task
 from celery.signals import task_revoked, worker_process_init, worker_ready
@@ -30,7 +31,14 @@ def _accepting(channel_id: str, epoch: int, task: str) -> ChannelConfig | None:
 
 
 @shared_task(name="pipeline.tasks.classify_message", queue=Queue.CLASSIFY.value)
-def classify_message(channel_id: str, wire_msg_id: str, key: str, epoch: int) -> None:
+def classify_message(
+    channel_id: str,
+    wire_msg_id: str,
+    key: str,
+    epoch: int,
+    author_id: str | None = None,
+    sent_at: str | None = None,
+) -> None:
     from pipeline import classify
 
     channel = _accepting(channel_id, epoch, "classify")
@@ -38,14 +46,15 @@ def classify_message(channel_id: str, wire_msg_id: str, key: str, epoch: int) ->
         services.mark_receipt(channel_id, wire_msg_id, outcome=MessageReceipt.Outcome.DROPPED)
         claimcheck.discard(key)
         return
-    if services.receipt_tier(channel_id, wire_msg_id) >= 1:
+    when = datetime.fromisoformat(sent_at) if sent_at else None
+    tier, outcome = services.ensure_receipt(channel_id, wire_msg_id, author_id=author_id, sent_at=when)
+    if tier >= 1 or outcome != MessageReceipt.Outcome.QUEUED:
         claimcheck.discard(key)
-        return  # a redelivery of a message already classified
+        return  # a redelivery of a message already classified (or deleted, expired, dropped)
     text = claimcheck.claim(key)
     if text is None:
-        services.mark_receipt(channel_id, wire_msg_id, outcome=MessageReceipt.Outcome.EXPIRED)
-        services.bump_counter(channel_id, "expired")
-        logger.info("classify expired: channel=%s msg=%s", channel_id, wire_msg_id)
+        if services.mark_expired(channel_id, wire_msg_id):
+            logger.info("classify expired: channel=%s msg=%s", channel_id, wire_msg_id)
         return
     classify.classify_message(channel, wire_msg_id, text)
     # Discarded only once classified: a worker killed mid-task leaves the key for the redelivery.
@@ -142,9 +151,12 @@ def _count_expired(sender=None, request=None, expired: bool = False, **kwargs) -
     if not channel_id:
         return
     name = getattr(sender, "name", "") or ""
-    services.bump_counter(channel_id, "expired")
-    if name == "pipeline.tasks.classify_message" and task_kwargs.get("wire_msg_id"):
-        services.mark_receipt(channel_id, task_kwargs["wire_msg_id"], outcome=MessageReceipt.Outcome.EXPIRED)
+    if name == "pipeline.tasks.classify_message":
+        # Counted with its receipt, once: a second copy of the task (republished) counts nothing.
+        if not task_kwargs.get("wire_msg_id") or not services.mark_expired(channel_id, task_kwargs["wire_msg_id"]):
+            return
+    else:
+        services.bump_counter(channel_id, "expired")
     logger.info("task expired: %s channel=%s", name, channel_id)
 
 

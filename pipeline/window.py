@@ -64,15 +64,20 @@ def _drop_aged(key: str, cutoff: float) -> None:
 
 
 def read(channel_id: str) -> list[WindowMessage]:
-    """Messages in the window, oldest first; none that arrived more than the max age ago.
+    """Messages in the window, oldest first, one per id; none that arrived more than the max age ago.
 
     Age is measured on arrival (`received_at`), not on the message's own timestamp, so a
-    conversation replayed from a file behaves like a live one.
+    conversation replayed from a file behaves like a live one. A message pushed twice (the bridge
+    retried after a failed publish) is kept at its first arrival.
     """
     cutoff = time.time() - settings.JEEVES.window_max_age_s
     raw = get_redis().lrange(key_for(channel_id), 0, -1)
-    messages = [WindowMessage.from_json(r) for r in raw]
-    return [m for m in messages if m.received_at >= cutoff]
+    messages: dict[str, WindowMessage] = {}
+    for r in raw:
+        m = WindowMessage.from_json(r)
+        if m.received_at >= cutoff:
+            messages.setdefault(m.id, m)
+    return list(messages.values())
 
 
 def remove(channel_id: str, wire_msg_id: str) -> bool:

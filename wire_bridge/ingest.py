@@ -1,9 +1,17 @@
 """Ingest: what the bridge does with each internal event, before anything is queued.
 
 A text message: ephemeral → ignored; addressed to Jeeves → command (state commands applied
-here, the reply on the `respond` queue); otherwise, under the channel's share lock: state check
-→ receipt (dedupe) → window push → claim-check → `classify` published with `expires`.
-Returns a short outcome word for the webhook's answer; never logs text.
+here, the reply on the `respond` queue); otherwise, in one transaction under the channel's share
+lock: state check → receipt (dedupe) → window push → claim-check → `classify` published with
+`expires` → commit. Returns a short outcome word for the webhook's answer; never logs text.
+
+Accepted means queued (publish first, the receipt is the idempotency record of the publish): the
+receipt commits only after the broker took the task. A failed publish rolls the receipt back, the
+webhook answers 503 and Wire's retry is admitted afresh instead of being dropped as a duplicate of a
+message that was never queued. A web process that dies between the publish and the commit leaves a
+task without a receipt: the classify worker writes the receipt itself (waiting on the uncommitted
+one first, `services.ensure_receipt`), and the retry is then the duplicate. A message is therefore
+published at least once and classified once (the worker skips what is past tier 0).
 """
 
 from __future__ import annotations
@@ -68,34 +76,24 @@ def handle_text(event: TextMessage) -> str:
     body = commands.addressed_body(event.text, event.mentions, event.bot_id, settings.JEEVES.wire_handle)
     if body is not None:
         return _command(event, body)
-    outcome, epoch = _admit(event)
+    outcome = _admit(event)
     if outcome == "unknown":
         _ensure_channel(event)
-        outcome, epoch = _admit(event)
-    if outcome != "queued":
-        return outcome
-    cid = event.channel_id
-    # Published after the receipt has committed, so the worker always finds it.
-    classify_message.apply_async(
-        kwargs={
-            "channel_id": cid,
-            "wire_msg_id": event.message_id,
-            "key": claimcheck.key_for(cid, event.message_id),
-            "epoch": epoch,
-        },
-        expires=settings.JEEVES.queue_ttl_s,
-    )
-    logger.info("queued classify: channel=%s msg=%s", cid, event.message_id)
-    return "queued"
+        outcome = _admit(event)
+    if outcome == "queued":
+        logger.info("queued classify: channel=%s msg=%s", event.channel_id, event.message_id)
+    return outcome
 
 
-def _admit(event: TextMessage) -> tuple[str, int]:
+def _admit(event: TextMessage) -> str:
+    """Admit, window, park and publish in the receipt's transaction; any failure rolls the receipt back."""
     cid = event.channel_id
     author = event.sender.qualified
     with channels.admit_message(cid, event.message_id, author_id=author, sent_at=event.timestamp) as (outcome, epoch):
         if outcome != "admitted":
-            return outcome, epoch
+            return outcome
         # Still under the channel's share lock: a secure flush cannot run between these and the check.
+        # A retry after a failed publish pushes the message again; window.read keeps one entry per id.
         window.push(
             cid,
             window.WindowMessage(
@@ -108,7 +106,28 @@ def _admit(event: TextMessage) -> tuple[str, int]:
             ),
         )
         claimcheck.park(cid, event.message_id, event.text)
-        return "queued", epoch
+        _publish_classify(event, epoch)
+        return "queued"
+
+
+def _publish_classify(event: TextMessage, epoch: int) -> None:
+    """Publish Tier 1 for an admitted message, before its receipt commits (see the module's docstring).
+
+    The task carries the receipt's fields (ids and a timestamp, never text) so that the worker can
+    write the receipt when the web process died before committing it.
+    """
+    cid = event.channel_id
+    classify_message.apply_async(
+        kwargs={
+            "channel_id": cid,
+            "wire_msg_id": event.message_id,
+            "key": claimcheck.key_for(cid, event.message_id),
+            "epoch": epoch,
+            "author_id": event.sender.qualified,
+            "sent_at": event.timestamp.isoformat(),
+        },
+        expires=settings.JEEVES.queue_ttl_s,
+    )
 
 
 def _ensure_channel(event: TextMessage) -> ChannelConfig:

@@ -27,9 +27,16 @@ logger = logging.getLogger(__name__)
 MAX_BODY = 256 * 1024
 
 
+# Seconds a sender is asked to wait before retrying after a 503 (a backing service is away).
+RETRY_AFTER_S = 5
+
+
 def _error(status: int, reason: str) -> JsonResponse:
     # No "type" key in any answer: Roman would post a body with one into the conversation.
-    return JsonResponse({"error": reason}, status=status)
+    response = JsonResponse({"error": reason}, status=status)
+    if status == 503:
+        response["Retry-After"] = str(RETRY_AFTER_S)
+    return response
 
 
 def _reason(exc: ValidationError) -> str:

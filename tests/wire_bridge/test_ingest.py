@@ -72,7 +72,14 @@ def test_text_is_received_windowed_parked_and_classified(client, channel, publis
     [message] = window.read(channel)
     assert (message.id, message.author_id, message.text) == ("m1", ALICE, "shall we retry three times")
     [task] = classify_tasks(published)
-    assert task == {"channel_id": channel, "wire_msg_id": "m1", "key": claimcheck.key_for(channel, "m1"), "epoch": 0}
+    assert task == {
+        "channel_id": channel,
+        "wire_msg_id": "m1",
+        "key": claimcheck.key_for(channel, "m1"),
+        "epoch": 0,
+        "author_id": ALICE,
+        "sent_at": receipt.sent_at.isoformat(),
+    }
     assert claimcheck.claim(task["key"]) == "shall we retry three times"
 
 
@@ -82,6 +89,62 @@ def test_redelivery_creates_no_second_receipt_and_no_second_task(client, channel
     assert post(client, event).json() == {"status": "duplicate"}
     assert MessageReceipt.objects.filter(channel_id=channel).count() == 1
     assert len(classify_tasks(published)) == 1 and len(window.read(channel)) == 1
+
+
+def test_a_failed_publish_keeps_no_receipt_so_the_retry_is_queued(client, channel, published, monkeypatch):
+    """Accepted, then lost: the broker refuses the publish after the receipt was written. The receipt
+    rolls back with it, the webhook answers 503, and Wire's retry is queued once (not a duplicate)."""
+    from pipeline.tasks import classify_message
+
+    real = classify_message.apply_async
+    calls = {"n": 0}
+
+    def refuse_once(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise ConnectionError("broker refused the publish")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(classify_message, "apply_async", refuse_once)
+    event = sidecar_text(channel, ALICE, "m1", "shall we retry three times")
+    response = post(client, event)
+    assert response.status_code == 503 and response["Retry-After"]
+    assert not MessageReceipt.objects.filter(channel_id=channel).exists() and classify_tasks(published) == []
+
+    assert post(client, event).json() == {"status": "queued"}
+    assert post(client, event).json() == {"status": "duplicate"}
+    assert MessageReceipt.objects.filter(channel_id=channel).count() == 1
+    assert len(classify_tasks(published)) == 1
+    assert [m.id for m in window.read(channel)] == ["m1"]  # pushed twice, read once
+
+
+def test_a_bridge_that_dies_after_the_publish_leaves_the_receipt_to_the_worker(client, channel, published, monkeypatch):
+    """The task reached the broker but the receipt never committed (the web process died in between):
+    the classify worker writes the receipt, and Wire's retry is then a duplicate."""
+    from knowledge import services
+    from pipeline.tasks import classify_message
+    from wire_bridge import ingest
+
+    real = ingest._publish_classify
+
+    def publish_then_die(event, epoch):
+        real(event, epoch)
+        raise SystemError("the web process died before the commit")
+
+    monkeypatch.setattr(ingest, "_publish_classify", publish_then_die)
+    event = sidecar_text(channel, ALICE, "m1", "shall we retry three times")
+    assert post(client, event).status_code == 503
+    assert not MessageReceipt.objects.filter(channel_id=channel).exists()
+    [task] = classify_tasks(published)
+    monkeypatch.undo()
+
+    classify_message(**task)  # the worker's turn
+    receipt = MessageReceipt.objects.get(channel_id=channel, wire_msg_id="m1")
+    assert (receipt.tier, receipt.author_id) == (1, ALICE)
+    assert post(client, event).json() == {"status": "duplicate"}
+    classify_message(**task)  # a second copy of the task changes nothing and counts nothing
+    assert services.receipt_tier(channel, "m1") == 1
+    assert MessageReceipt.objects.get(channel_id=channel, wire_msg_id="m1").outcome == receipt.outcome
 
 
 def test_unknown_conversation_is_created_lazily(client, published):
