@@ -398,6 +398,8 @@ def main() -> None:
     url, cleanup = _database(tmp, args.reuse, args.pgdata)
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
+    # Loading a million rows and building the HNSW index take minutes per statement.
+    os.environ.setdefault("JEEVES_DB_STATEMENT_TIMEOUT_S", "0")
     import dj_database_url
     import django
     from django.conf import settings

@@ -58,9 +58,15 @@ app.conf.update(
     task_time_limit=max(TIME_LIMITS.values()),
     task_soft_time_limit=int(max(TIME_LIMITS.values()) * 0.8),
     broker_connection_retry_on_startup=True,
+    # A broker that is down or black-holed fails a publish within a few seconds (the webhook answers
+    # 503 and rolls the receipt back) instead of hanging it: socket timeouts, one quick retry.
+    broker_connection_timeout=settings.JEEVES.backend_timeout_s,
+    task_publish_retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5},
     broker_transport_options={
         # Above the longest hard time limit, so acks_late never redelivers a running task.
         "visibility_timeout": max(TIME_LIMITS.values()) + 300,
+        "socket_timeout": settings.JEEVES.backend_timeout_s,
+        "socket_connect_timeout": settings.JEEVES.backend_timeout_s,
     },
     # Flower follows tasks through the workers' events; no extra "sent" event per publish,
     # which cost the webhook about a tenth of its time.

@@ -57,6 +57,13 @@ def _positive_int(raw: str) -> int:
     return value
 
 
+def _non_negative_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError(raw)
+    return value
+
+
 def _unit_float(raw: str) -> float:
     value = float(raw)
     if not 0.0 <= value <= 1.0:
@@ -128,6 +135,9 @@ class JeevesConfig:
     extract_debounce_s: float
     extract_batch: int
     staleness_days: int
+    # Backing services (Redis, Postgres): how long one call may hang before it counts as a failure
+    backend_timeout_s: float
+    db_statement_timeout_s: int
     # Retrieval (DESIGN.md §7)
     context_tokens: int
     recency_half_life_days: float
@@ -205,6 +215,10 @@ def load(env: Mapping[str, str]) -> JeevesConfig:
         extract_debounce_s=fpos("JEEVES_EXTRACT_DEBOUNCE_S", 5.0),
         extract_batch=i("JEEVES_EXTRACT_BATCH", 10),
         staleness_days=i("JEEVES_STALENESS_DAYS", 7),
+        backend_timeout_s=fpos("JEEVES_BACKEND_TIMEOUT_S", 3.0),
+        db_statement_timeout_s=_read(
+            env, "JEEVES_DB_STATEMENT_TIMEOUT_S", 60, _non_negative_int, "a non-negative integer (0 = no limit)"
+        ),
         context_tokens=i("JEEVES_CONTEXT_TOKENS", 6000),
         recency_half_life_days=fpos("JEEVES_RECENCY_HALF_LIFE_DAYS", 30.0),
         path_weights=_read(

@@ -1,4 +1,9 @@
-"""One Redis connection pool per process, for the window, claim-check keys and counters."""
+"""One Redis connection pool per process, for the window, claim-check keys and counters.
+
+Every call is bounded: a Redis that is down or black-holed fails a command within
+JEEVES_BACKEND_TIMEOUT_S (connect and read), retried once on a fresh connection (a restarted Redis
+leaves pooled connections dead), so the webhook answers 503 instead of hanging.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,18 @@ from functools import lru_cache
 
 import redis
 from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 
 @lru_cache(maxsize=1)
 def get_redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, decode_responses=True, health_check_interval=30)
+    timeout = settings.JEEVES.backend_timeout_s
+    return redis.Redis.from_url(
+        settings.REDIS_URL,
+        decode_responses=True,
+        health_check_interval=30,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 1),
+    )

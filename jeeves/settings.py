@@ -114,6 +114,21 @@ except ValueError as exc:
     raise ConfigError(f"DATABASE_URL is not a database URL ({exc})") from None
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise ConfigError("DATABASE_URL must point at PostgreSQL with pgvector")
+# Timeouts, so a Postgres that is down or black-holed fails a call instead of hanging it (the webhook
+# then answers 503 well within gunicorn's timeout): libpq's connect timeout (whole seconds, at least 2),
+# TCP keepalives and an unacknowledged-data timeout for a network that silently drops packets, and a
+# statement timeout for every statement (0 = none; a long index build or migration sets its own).
+_backend_timeout_ms = int(JEEVES.backend_timeout_s * 1000)
+DATABASES["default"]["OPTIONS"] = {
+    "connect_timeout": max(2, round(JEEVES.backend_timeout_s)),
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": max(_backend_timeout_ms, 10000),
+    "options": f"-c statement_timeout={JEEVES.db_statement_timeout_s * 1000}",
+    **DATABASES["default"].get("OPTIONS", {}),
+}
 
 REDIS_URL = os.environ.get("REDIS_URL", "").strip() or f"redis://127.0.0.1:{JEEVES.embedded_redis_port}/0"
 if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):

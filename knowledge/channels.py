@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -69,20 +70,24 @@ def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at:
     runs after the change commits catches everything admitted before it. The receipt (no
     content) is the dedupe: a redelivered message is a `duplicate`.
     """
+    budget_ms = str(int(settings.JEEVES.backend_timeout_s * 1000))
     with transaction.atomic(), connection.cursor() as cursor:
         # One round trip each for the gate and the receipt: this is the webhook's hot path.
         # synchronous_commit off: a receipt lost to a crash in the next few milliseconds only
         # weakens dedupe of a redelivery, which the tiers' natural keys cover.
+        # lock_timeout / statement_timeout (this transaction only): a state change holding the row,
+        # or a stalled server, fails the webhook with 503 within the backend timeout.
         cursor.execute(
-            "SELECT set_config('synchronous_commit', 'off', true), state, epoch, left_at IS NOT NULL"
+            "SELECT set_config('synchronous_commit', 'off', true), set_config('lock_timeout', %s, true),"
+            " set_config('statement_timeout', %s, true), state, epoch, left_at IS NOT NULL"
             " FROM channel_config WHERE channel_id = %s FOR SHARE",
-            [channel_id],
+            [budget_ms, budget_ms, channel_id],
         )
         row = cursor.fetchone()
         if row is None:
             yield "unknown", 0
-        elif row[1] != ChannelState.ACTIVE or row[3]:
-            yield "dropped", row[2]
+        elif row[3] != ChannelState.ACTIVE or row[5]:
+            yield "dropped", row[4]
         else:
             cursor.execute(
                 f"INSERT INTO {MessageReceipt._meta.db_table}"
@@ -91,7 +96,7 @@ def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at:
                 " ON CONFLICT (channel_id, wire_msg_id) DO NOTHING RETURNING id",
                 [channel_id, wire_msg_id, author_id, sent_at, MessageReceipt.Outcome.QUEUED],
             )
-            yield ("admitted" if cursor.fetchone() else "duplicate"), row[2]
+            yield ("admitted" if cursor.fetchone() else "duplicate"), row[4]
 
 
 def set_state(channel_id: str, state: ChannelState, *, by: str) -> Transition:

@@ -231,6 +231,77 @@ class WorkerProcess:
             self._log.close()
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class WebProcess:
+    """A `gunicorn jeeves.wsgi` subprocess (the real web process) on a free port, in its own process group."""
+
+    def __init__(self, env: dict[str, str], workers: int = 1, timeout_s: int = 30) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = Path(tempfile.mkstemp(prefix="jeeves-web-", suffix=".log")[1])
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "jeeves.wsgi",
+                "-b",
+                f"127.0.0.1:{self.port}",
+                "-w",
+                str(workers),
+                "--timeout",
+                str(timeout_s),
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        import httpx
+
+        def up() -> bool:
+            if self.proc.poll() is not None:
+                return True
+            try:
+                httpx.get(f"{self.url}/wire/events", timeout=1)
+            except httpx.TransportError:
+                return False
+            return True
+
+        wait_for(up, timeout=90, interval=0.2)
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"web process exited at start:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if self.proc.poll() is None:
+            self.proc.wait()
+        if not self._log.closed:
+            self._log.close()
+
+
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker, redis_url: str) -> Iterator[WorkerProcess]:
     """One real worker consuming every queue, for integration tests (use transactional db tests)."""
