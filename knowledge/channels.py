@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from knowledge.models import ChannelConfig, ChannelState, MessageReceipt, RomanBot
+from knowledge.models import ChannelConfig, ChannelState, ConversationType, MessageReceipt, RomanBot
 
 logger = logging.getLogger(__name__)
 
@@ -140,8 +140,26 @@ def set_context(channel_id: str, field: str, value: str | list[str], *, by: str)
     )
 
 
-def set_personal(channel_id: str, is_personal: bool) -> None:
-    ChannelConfig.objects.filter(channel_id=channel_id).exclude(is_personal=is_personal).update(is_personal=is_personal)
+def members_joined(channel_id: str) -> bool:
+    """Wire says people joined: whatever the conversation was, it is a group from now on (a 1:1 never
+    gains members; if one seems to, the safe reading is a group). True when the type changed."""
+    changed = (
+        ChannelConfig.objects.filter(channel_id=channel_id)
+        .exclude(conversation_type=ConversationType.GROUP)
+        .update(conversation_type=ConversationType.GROUP)
+    )
+    if changed:
+        logger.info("channel is a group: channel=%s (members joined)", channel_id)
+    return bool(changed)
+
+
+def settle_conversation_type(channel_id: str, human_members: int) -> None:
+    """Roman's conversation data (its member list) decides a type Wire did not name: one human is a 1:1.
+    Only an unknown type is settled, so a join reported meanwhile (already a group) is never undone."""
+    settled = ConversationType.ONE_TO_ONE if human_members == 1 else ConversationType.GROUP
+    ChannelConfig.objects.filter(channel_id=channel_id, conversation_type=ConversationType.UNKNOWN).update(
+        conversation_type=settled
+    )
 
 
 def mark_left(channel_id: str, when: datetime | None = None) -> bool:

@@ -44,6 +44,12 @@ class ChannelState(models.TextChoices):
     SECURE = "secure", "Secure"
 
 
+class ConversationType(models.TextChoices):
+    GROUP = "GROUP", "Group"
+    ONE_TO_ONE = "ONE_TO_ONE", "One to one"
+    UNKNOWN = "UNKNOWN", "Unknown (treated as a group)"
+
+
 class ChannelConfig(models.Model):
     """One Wire conversation Jeeves sits in, its consent state and its context."""
 
@@ -54,13 +60,23 @@ class ChannelConfig(models.Model):
         default="sidecar", db_default="sidecar", choices=[("sidecar", "Sidecar (Wire Apps SDK)"), ("roman", "Roman")]
     )
     conversation_type = models.TextField(
-        default="GROUP", db_default="GROUP", choices=[("GROUP", "Group"), ("ONE_TO_ONE", "One to one")]
+        default=ConversationType.UNKNOWN,
+        db_default=ConversationType.UNKNOWN,
+        choices=ConversationType.choices,
+        help_text="Wire's word (app_added, Roman's conversation data); unknown is a group",
     )
     state = models.TextField(choices=ChannelState.choices, default=ChannelState.ACTIVE, db_default="active")
     state_changed_at = models.DateTimeField(null=True, blank=True)
     state_changed_by = models.TextField(null=True, blank=True)
     epoch = models.IntegerField(default=0, db_default=0, help_text="Bumped on secure: in-flight tasks drop")
-    is_personal = models.BooleanField(default=False, db_default=False, help_text="1:1 with one human member")
+    # Derived by the database from Wire's conversation type, never written: a lost member cache
+    # cannot turn a group into a 1:1 (DESIGN.md §1, principle 3).
+    is_personal = models.GeneratedField(
+        expression=Q(conversation_type="ONE_TO_ONE"),
+        output_field=models.BooleanField(),
+        db_persist=True,
+        help_text="A 1:1, as Wire's conversation type says",
+    )
     purpose = models.TextField(null=True, blank=True)
     context_type = models.TextField(
         null=True,

@@ -1,8 +1,10 @@
 """RetrievalScope: what one asker may see, expressed as SQL predicates that every path embeds in its query.
 
-A channel sees its own records. A 1:1 conversation (`is_personal`) sees the organisation, but only
-records the asking user authored, owns or decided. Scope is decided here from channel_config,
-never by a model, and never applied to results after the fact (DESIGN.md §1, principle 3).
+A channel sees its own records. A 1:1 conversation (`is_personal`: Wire's conversation type, persisted)
+sees the organisation, but only records the asking user authored, owns or decided. A channel Jeeves
+has left (waiting for its purge) is outside every scope: asking there finds nothing, and a 1:1 never
+reaches its records. Scope is decided here from channel_config, never by a model, and never applied
+to results after the fact (DESIGN.md §1, principle 3).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from knowledge.models import ChannelConfig
 
 
 class UnknownChannel(LookupError):
-    """The channel has no channel_config row: Jeeves was never added there."""
+    """Jeeves was never added to the channel, or has left it."""
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,11 @@ class RetrievalScope:
 
     @classmethod
     def for_asker(cls, channel_id: str, user_id: str) -> RetrievalScope:
-        row = ChannelConfig.objects.filter(channel_id=channel_id).values("organisation_id", "is_personal").first()
+        row = (
+            ChannelConfig.objects.filter(channel_id=channel_id, left_at__isnull=True)
+            .values("organisation_id", "is_personal")
+            .first()
+        )
         if row is None:
             raise UnknownChannel(channel_id)
         return cls(
@@ -49,31 +55,49 @@ class RetrievalScope:
     def _org_guard(a: str) -> str:
         return f"{a}.organisation_id IS NOT DISTINCT FROM %(scope_org)s"
 
+    @staticmethod
+    def _present(a: str) -> str:
+        # A 1:1 reaches across the organisation's channels, but never into one Jeeves has left.
+        return (
+            f"NOT EXISTS (SELECT 1 FROM channel_config lc WHERE lc.channel_id = {a}.channel_id"
+            " AND lc.left_at IS NOT NULL)"
+        )
+
     def decisions(self, a: str) -> str:
         if self.personal:
-            return f"({a}.organisation_id = %(scope_org)s AND {a}.decided_by @> ARRAY[%(scope_user)s]::text[])"
+            return (
+                f"({a}.organisation_id = %(scope_org)s AND {a}.decided_by @> ARRAY[%(scope_user)s]::text[]"
+                f" AND {self._present(a)})"
+            )
         return f"({self._org_guard(a)} AND {a}.channel_id = %(scope_channel)s)"
 
     def actions(self, a: str) -> str:
         if self.personal:
-            return f"({a}.organisation_id = %(scope_org)s AND {a}.owner_id = %(scope_user)s)"
+            return f"({a}.organisation_id = %(scope_org)s AND {a}.owner_id = %(scope_user)s AND {self._present(a)})"
         return f"({self._org_guard(a)} AND {a}.channel_id = %(scope_channel)s)"
 
     def signals(self, a: str) -> str:
         if self.personal:
-            return f"({a}.organisation_id = %(scope_org)s AND {a}.participants @> ARRAY[%(scope_user)s]::text[])"
+            return (
+                f"({a}.organisation_id = %(scope_org)s AND {a}.participants @> ARRAY[%(scope_user)s]::text[]"
+                f" AND {self._present(a)})"
+            )
         return f"({self._org_guard(a)} AND {a}.channel_id = %(scope_channel)s)"
 
     def embeddings(self, a: str) -> str:
         if self.personal:
-            return f"({a}.organisation_id = %(scope_org)s AND {a}.author_id = %(scope_user)s)"
+            return f"({a}.organisation_id = %(scope_org)s AND {a}.author_id = %(scope_user)s AND {self._present(a)})"
         return f"({self._org_guard(a)} AND {a}.channel_id = %(scope_channel)s)"
 
     def summaries(self, a: str) -> str:
         # A channel summary retells everybody's words; in a 1:1 only the asker's own person summaries qualify.
         if self.personal:
+            # ... and none that retells a record of a channel Jeeves has left.
             return (
-                f"({a}.organisation_id = %(scope_org)s AND {a}.scope_type = 'person' AND {a}.scope_id = %(scope_user)s)"
+                f"({a}.organisation_id = %(scope_org)s AND {a}.scope_type = 'person' AND {a}.scope_id = %(scope_user)s"
+                " AND NOT EXISTS (SELECT 1 FROM channel_config lc WHERE lc.left_at IS NOT NULL AND lc.channel_id IN ("
+                f"SELECT sd.channel_id FROM decisions sd WHERE sd.id = ANY({a}.key_decisions)"
+                f" UNION ALL SELECT sa.channel_id FROM actions sa WHERE sa.id = ANY({a}.key_actions))))"
             )
         return f"({self._org_guard(a)} AND {a}.scope_type = 'channel' AND {a}.scope_id = %(scope_channel)s)"
 
@@ -83,11 +107,16 @@ class RetrievalScope:
             return (
                 f"({a}.organisation_id = %(scope_org)s AND NOT {a}.deleted AND {a}.id IN ("
                 "SELECT unnest(s.related_entities) FROM conversation_signals s"
-                " WHERE s.organisation_id = %(scope_org)s AND s.participants @> ARRAY[%(scope_user)s]::text[]))"
+                " WHERE s.organisation_id = %(scope_org)s AND s.participants @> ARRAY[%(scope_user)s]::text[]"
+                f" AND {self._present('s')}))"
             )
         return f"({self._org_guard(a)} AND NOT {a}.deleted AND {a}.channel_ids @> ARRAY[%(scope_channel)s]::text[])"
 
     def relationships(self, a: str) -> str:
         if self.personal:
-            return f"({a}.organisation_id = %(scope_org)s)"  # endpoints are scoped by `entities` in the same query
+            # Endpoints are scoped by `entities` in the same query; the link itself must rest on a present channel.
+            return (
+                f"({a}.organisation_id = %(scope_org)s AND EXISTS (SELECT 1 FROM channel_config rc"
+                f" WHERE rc.channel_id = ANY({a}.channel_ids) AND rc.left_at IS NULL))"
+            )
         return f"({self._org_guard(a)} AND {a}.channel_ids @> ARRAY[%(scope_channel)s]::text[])"

@@ -70,7 +70,7 @@ class TextMessage(_ChannelEvent):
 @dataclass(frozen=True)
 class AppAdded(_ChannelEvent):
     name: str | None
-    conversation_type: Literal["GROUP", "ONE_TO_ONE"]
+    conversation_type: Literal["GROUP", "ONE_TO_ONE", "UNKNOWN"]
     members: tuple[Member, ...]
     bot_id: str
     timezone: str | None = None

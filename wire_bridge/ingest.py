@@ -208,11 +208,6 @@ def handle_button(event: ButtonClicked) -> str:
 # --------------------------------------------------------------------------- membership
 
 
-def _is_personal(channel_id: str, bot_id: str) -> bool:
-    humans = [m for m in members.all_members(channel_id) if m.user_id != bot_id]
-    return len(humans) == 1
-
-
 def _cache_member(m: Member) -> members.Member:
     return members.Member(user_id=m.user.qualified, role=m.role, name=m.name, handle=m.handle)
 
@@ -230,10 +225,9 @@ def handle_app_added(event: AppAdded) -> str:
     )
     members.replace_all(cid, [_cache_member(m) for m in event.members])
     if event.transport == "roman":
-        # Roman names only the requester; the full list comes from its REST API, off the request path.
+        # Roman names only the requester and no conversation type; its REST API's member list (off the
+        # request path) fills the cache and settles the type.
         tasks.publish_member_sync(cid)
-    else:
-        channels.set_personal(cid, _is_personal(cid, event.bot_id))
     logger.info("app added: channel=%s members=%d", cid, len(event.members))
     return "joined"
 
@@ -243,7 +237,8 @@ def handle_user_joined(event: UserJoined) -> str:
     if channels.get_channel(cid) is None:
         return "ignored"
     members.add(cid, [_cache_member(m) for m in event.members])
-    channels.set_personal(cid, _is_personal(cid, event.bot_id))
+    if any(m.user.qualified != event.bot_id for m in event.members):
+        channels.members_joined(cid)
     return "members"
 
 
@@ -252,8 +247,8 @@ def handle_user_left(event: UserLeft) -> str:
     if event.bot_id in {u.qualified for u in event.users}:
         _leave(cid)
         return "left"
+    # A group that shrinks to one person stays a group: only Wire's conversation type makes a 1:1.
     members.remove(cid, [u.qualified for u in event.users])
-    channels.set_personal(cid, _is_personal(cid, event.bot_id))
     return "members"
 
 

@@ -141,7 +141,7 @@ def translate(push: RomanPush) -> events.Event | None:
                 conversation=conversation,
                 transport="roman",
                 name=push.conversation,
-                conversation_type="GROUP",
+                conversation_type="UNKNOWN",  # settled from Roman's member list (sync_roman_members)
                 members=members,
                 bot_id=qid(push.botId).qualified,
             )

@@ -64,7 +64,8 @@ class ConversationIn(_Model):
     id: QID
     name: Name | None = None
     teamId: str | None = None
-    type: Literal["GROUP", "ONE_TO_ONE"] = "GROUP"
+    # Wire's conversation type decides a 1:1 (persisted); anything else, or none, is a group.
+    type: Annotated[str, Field(max_length=64)] | None = None
 
 
 class _Event(_Model):
@@ -123,6 +124,7 @@ class MessageDeletedIn(_Event):
     messageId: Ident
 
 
+_TYPES = frozenset({"GROUP", "ONE_TO_ONE"})
 SidecarEvent = Annotated[
     TextMessageIn | AppAddedIn | UserJoinedIn | UserLeftIn | ConversationDeletedIn | ButtonClickedIn | MessageDeletedIn,
     Field(discriminator="type"),
@@ -173,7 +175,7 @@ def _to_internal(body: SidecarEvent) -> events.Event:
                 conversation=body.conversation.id.to_internal(),
                 transport="sidecar",
                 name=body.conversation.name,
-                conversation_type=body.conversation.type,
+                conversation_type=body.conversation.type if body.conversation.type in _TYPES else "UNKNOWN",
                 members=tuple(m.to_internal() for m in body.members),
                 bot_id=app_id,
                 timezone=body.timezone,

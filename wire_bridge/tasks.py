@@ -127,5 +127,5 @@ def sync_roman_members(channel_id: str) -> None:
         return
     known = {m.user_id: m for m in members.all_members(channel_id)}
     members.replace_all(channel_id, [known.get(u, members.Member(user_id=u)) for u in users])
-    channels.set_personal(channel_id, len(users) == 1)
+    channels.settle_conversation_type(channel_id, len(users))
     logger.info("roman members synced: channel=%s members=%d", channel_id, len(users))

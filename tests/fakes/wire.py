@@ -354,23 +354,29 @@ class FakeRoman(_Server):
 
     def add_bot(self, bridge_url: str, conversation_id: str, members: list[str], name: str = "roman channel") -> str:
         """Create a bot in `conversation_id` (bare ids) and push its `conversation.bot_request`."""
+        bot_id = self.new_bot(conversation_id, members)
+        response = self.emit(bridge_url, self.bot_request(bot_id, name))
+        assert response.status_code == 200, response.text
+        return bot_id
+
+    def new_bot(self, conversation_id: str, members: list[str]) -> str:
+        """A bot Roman knows in `conversation_id` (bare ids), not yet announced to the bridge."""
         bot = RomanBotState(str(uuid.uuid4()), conversation_id, f"tok-{uuid.uuid4().hex}", list(members))
         self.bots[bot.bot_id] = bot
-        response = self.emit(
-            bridge_url,
-            {
-                "type": "conversation.bot_request",
-                "botId": bot.bot_id,
-                "userId": members[0],
-                "conversationId": conversation_id,
-                "conversation": name,
-                "handle": "alice",
-                "locale": "en_GB",
-                "token": bot.token,
-            },
-        )
-        assert response.status_code == 200, response.text
         return bot.bot_id
+
+    def bot_request(self, bot_id: str, name: str = "roman channel") -> dict:
+        bot = self.bots[bot_id]
+        return {
+            "type": "conversation.bot_request",
+            "botId": bot_id,
+            "userId": bot.members[0],
+            "conversationId": bot.conversation_id,
+            "conversation": name,
+            "handle": "alice",
+            "locale": "en_GB",
+            "token": bot.token,
+        }
 
     def new_text(
         self, bot_id: str, user: str, message_id: str, text: str, mentions: list[tuple[str, int, int]] = ()

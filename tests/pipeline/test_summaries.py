@@ -187,8 +187,8 @@ def test_a_quiet_day_a_paused_channel_and_a_one_to_one_get_no_summary():
         channel_id=quiet.channel_id, wire_msg_id="r", author_id=TOM, sent_at=datetime(2025, 3, 11, 11, tzinfo=UTC)
     )
     paused, secure, personal = _channel(state=ChannelState.PAUSED), _channel(state=ChannelState.SECURE), _channel()
-    personal.is_personal = True
-    personal.save(update_fields=["is_personal"])
+    personal.conversation_type = "ONE_TO_ONE"
+    personal.save(update_fields=["conversation_type"])
     for ch in (paused, secure, personal):
         _day_of_records(ch, datetime(2025, 3, 11, 11, 0, tzinfo=UTC))
 

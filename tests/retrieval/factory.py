@@ -35,7 +35,10 @@ def user(org: str = "wire.example") -> str:
 def channel(org: str = "wire.example", name: str | None = None, personal: bool = False) -> ChannelConfig:
     cid = f"{uuid.uuid4()}@{org}"
     return ChannelConfig.objects.create(
-        channel_id=cid, channel_name=name or f"ch-{next(_seq)}", organisation_id=org, is_personal=personal
+        channel_id=cid,
+        channel_name=name or f"ch-{next(_seq)}",
+        organisation_id=org,
+        conversation_type="ONE_TO_ONE" if personal else "GROUP",
     )
 
 

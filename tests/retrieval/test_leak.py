@@ -1,5 +1,7 @@
-"""Scope never leaks (property-based): random organisations, channels, 1:1s, users and records; every
-question from every channel and 1:1 returns only records that asker may see there.
+"""Scope never leaks (property-based): random organisations, channels, 1:1s, channels Jeeves has left,
+users and records; every question and every list command (`decisions`, `actions`, `catch me up`) from
+every channel and 1:1 returns only records that asker may see there. And whatever order Wire's events
+arrive in, with Redis emptied between them, a conversation is a 1:1 only when Wire said so.
 
 The world is built once per module; hypothesis draws the asker, the channel and the question.
 """
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -15,9 +18,11 @@ from datetime import timedelta
 import numpy as np
 import pytest
 from django.db import connection
+from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jeeves.redis import get_redis
 from knowledge.models import (
     Action,
     ChannelConfig,
@@ -28,12 +33,17 @@ from knowledge.models import (
     EntityRelationship,
     Summary,
 )
+from retrieval import commands
 from retrieval.answer import NO_RECORD
 from retrieval.ask import ask, plan_context, retrieve
 from retrieval.config import RetrievalConfig
 from retrieval.plan import offline_plan
-from retrieval.scope import RetrievalScope
+from retrieval.scope import RetrievalScope, UnknownChannel
+from tests.fakes.wire import sidecar_app_added
+from tests.retrieval import factory
 from tests.retrieval.factory import NOW, ref
+from tests.wire_bridge.conftest import APP_ID, wire_config
+from wire_bridge import ingest, sidecar
 
 WORDS = [
     "billing", "retry", "payments", "release", "ios", "android", "budget", "hiring", "offer", "cdn", "deploy",
@@ -48,6 +58,8 @@ class World:
     users: dict[str, list[str]]  # org -> users
     channels: list[ChannelConfig]
     personal_owner: dict[str, str]  # 1:1 channel id -> its human
+    left: set[str] = field(default_factory=set)  # channels Jeeves has left (awaiting their purge)
+    friendly: dict[str, tuple[str, str]] = field(default_factory=dict)  # DEC-0007 -> ("decision", id)
     truth: dict[tuple[str, str], dict] = field(default_factory=dict)  # (type, id) -> facts for the scope check
     vectors: list[list[float]] = field(default_factory=list)
 
@@ -57,8 +69,10 @@ class World:
 
 def _visible(world: World, scope: RetrievalScope, key: tuple[str, str]) -> bool:
     t = world.truth[key]
-    if t["org"] != scope.organisation_id:
+    if t["org"] != scope.organisation_id or scope.channel_id in world.left:
         return False
+    if t.get("channel") in world.left or world.left & t.get("cites", set()):
+        return False  # a channel Jeeves has left is outside every scope, 1:1 included
     if not scope.personal:
         if key[0] == "entity":
             return scope.channel_id in t["channel_ids"]
@@ -74,7 +88,7 @@ def _visible(world: World, scope: RetrievalScope, key: tuple[str, str]) -> bool:
         return t["scope_type"] == "person" and t["scope_id"] == user
     if key[0] == "entity":
         return any(
-            user in s["participants"] and key[1] in s["related"]
+            user in s["participants"] and key[1] in s["related"] and s["channel"] not in world.left
             for k, s in world.truth.items()
             if k[0] == "signal" and s["org"] == scope.organisation_id
         )
@@ -100,9 +114,12 @@ def build_world(n_channels: int, per_channel: int, seed: int = 7) -> World:
             channel_id=f"{uuid.UUID(int=rng.getrandbits(128))}@{org}",
             channel_name=f"leak-{i}",
             organisation_id=org,
-            is_personal=personal,
+            conversation_type="ONE_TO_ONE" if personal else rng.choice(["GROUP", "UNKNOWN"]),
+            left_at=NOW - timedelta(days=1) if i % 7 == 3 else None,
         )
         channels.append(ch)
+        if ch.left_at is not None:
+            world.left.add(ch.channel_id)
         if personal:
             world.personal_owner[ch.channel_id] = rng.choice(users[org])
     world.channels = channels
@@ -145,7 +162,8 @@ def build_world(n_channels: int, per_channel: int, seed: int = 7) -> World:
         org, people = ch.organisation_id, users[ch.organisation_id]
         for _ in range(per_channel):
             n += 1
-            at = NOW - timedelta(days=rng.randrange(1, 90))
+            # Some within the last day, so `catch me up` (the last 24 hours) lists decisions too.
+            at = NOW - timedelta(hours=rng.randrange(1, 90 * 24))
             by = rng.sample(people, rng.randrange(0, 3))
             d = Decision(
                 id=uuid.uuid4(), channel=ch, organisation_id=org, friendly_id=f"DEC-{n:04d}", summary=_text(rng),
@@ -169,6 +187,8 @@ def build_world(n_channels: int, per_channel: int, seed: int = 7) -> World:
             actions.append(a)
             signals.append(s)
             world.truth[("decision", str(d.id))] = {"org": org, "channel": ch.channel_id, "decided_by": by}
+            world.friendly[d.friendly_id] = ("decision", str(d.id))
+            world.friendly[a.friendly_id] = ("action", str(a.id))
             world.truth[("action", str(a.id))] = {"org": org, "channel": ch.channel_id, "owner": owner}
             world.truth[("signal", str(s.id))] = {
                 "org": org, "channel": ch.channel_id, "participants": parts, "related": {str(x) for x in related},
@@ -192,16 +212,18 @@ def build_world(n_channels: int, per_channel: int, seed: int = 7) -> World:
                     )  # fmt: skip
                 )
         for kind, scope_id in (("channel", ch.channel_id), ("person", rng.choice(people))):
+            # A person summary retells decisions of any of the organisation's channels.
+            cited = rng.sample([x for x in decisions if x.organisation_id == org], 2) if kind == "person" else []
             m = Summary(
                 id=uuid.uuid4(), scope_type=kind, scope_id=scope_id, organisation_id=org,
                 period_start=NOW - timedelta(days=rng.randrange(5, 60), seconds=len(summaries)),
                 period_end=NOW - timedelta(days=2),
-                granularity="daily", summary=_text(rng),
+                granularity="daily", summary=_text(rng), key_decisions=[x.id for x in cited],
             )  # fmt: skip
             summaries.append(m)
             world.truth[("summary", str(m.id))] = {
                 "org": org, "channel": ch.channel_id if kind == "channel" else None, "scope_type": kind,
-                "scope_id": scope_id,
+                "scope_id": scope_id, "cites": {x.channel_id for x in cited},
             }  # fmt: skip
     ChannelConfig.objects.bulk_create(channels)
     Entity.objects.bulk_create(entities)
@@ -251,7 +273,7 @@ CFG = RetrievalConfig(
 
 
 def _asker(world: World, data: st.DataObject) -> RetrievalScope:
-    ch = data.draw(st.sampled_from(world.channels))
+    ch = data.draw(st.sampled_from([c for c in world.channels if c.channel_id not in world.left]))
     if ch.is_personal:
         user = world.personal_owner[ch.channel_id]
     else:
@@ -300,6 +322,41 @@ def test_answers_cite_only_in_scope_records(world, data, question):
         assert result.answer == NO_RECORD
 
 
+LISTED = re.compile(r"\b(?:DEC|ACT)-\d{4}\b")
+
+
+@pytest.mark.django_db
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), command=st.sampled_from(["decisions", "actions", "actions mine", "catch me up"]))
+def test_list_commands_show_only_in_scope_records(world, data, command):
+    scope = _asker(world, data)
+    cid, user = scope.channel_id, scope.user_id
+    reply = {
+        "decisions": lambda: commands.list_decisions(cid, user),
+        "actions": lambda: commands.list_actions(cid, user, mine=False),
+        "actions mine": lambda: commands.list_actions(cid, user, mine=True),
+        "catch me up": lambda: commands.catch_me_up(cid, user),
+    }[command]()
+    _check(world, scope, [world.friendly[f] for f in LISTED.findall(reply)])
+
+
+@pytest.mark.django_db
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), question=QUESTIONS)
+def test_a_channel_jeeves_has_left_answers_from_no_record(world, data, question):
+    ch = data.draw(st.sampled_from([c for c in world.channels if c.channel_id in world.left]))
+    user = world.personal_owner.get(ch.channel_id) or data.draw(st.sampled_from(world.users[ch.organisation_id]))
+    with pytest.raises(UnknownChannel):
+        RetrievalScope.for_asker(ch.channel_id, user)
+    assert ask(ch.channel_id, user, question).records == []
+    for reply in (
+        commands.list_decisions(ch.channel_id, user),
+        commands.list_actions(ch.channel_id, user, mine=False),
+        commands.catch_me_up(ch.channel_id, user),
+    ):
+        assert not LISTED.findall(reply)
+
+
 def _by_friendly(record) -> str:
     model = Decision if record.id.startswith("DEC") else Action
     return str(model.objects.get(channel_id=record.channel_id, friendly_id=record.id).id)
@@ -319,3 +376,93 @@ def big_world(django_db_setup, django_db_blocker):
 @given(data=st.data(), question=QUESTIONS)
 def test_every_path_returns_only_in_scope_records_big(big_world, data, question):
     test_every_path_returns_only_in_scope_records.hypothesis.inner_test(big_world, data, question)
+
+
+# --------------------------------------------------------------------------- the 1:1 is Wire's word
+
+WIRE_EVENTS = st.lists(
+    st.one_of(
+        st.tuples(st.just("app_added"), st.sampled_from(["GROUP", "ONE_TO_ONE", None, "SELF"]), st.integers(1, 3)),
+        st.tuples(st.just("user_joined"), st.integers(1, 2)),
+        st.tuples(st.just("user_left"), st.integers(1, 2)),
+        st.tuples(st.just("redis_restart")),
+        st.tuples(st.just("removed")),
+        st.tuples(st.just("conversation_deleted")),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+def _redis_restart() -> None:
+    """Redis runs without persistence: a restart forgets every key (the member cache included)."""
+    client = get_redis()
+    keys = [k for k in client.scan_iter(match="jeeves:*", count=500) if k != "jeeves:test-session-lock"]
+    if keys:
+        client.delete(*keys)
+
+
+def _qid(qualified: str) -> dict[str, str]:
+    ident, _, domain = qualified.partition("@")
+    return {"id": ident, "domain": domain}
+
+
+@pytest.mark.django_db
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(events=WIRE_EVENTS)
+def test_only_wire_makes_a_one_to_one_whatever_the_event_order(events):
+    """Any order of app_added / user_joined (even before app_added) / user_left / removal, with Redis
+    emptied between them: the conversation is a 1:1 exactly when Wire's last app_added said
+    ONE_TO_ONE and nobody joined since; a channel Jeeves has left is in no scope; and a group never
+    lists a decision the asker made in another channel."""
+    org = "wire.example"
+    conv = f"{uuid.uuid4()}@{org}"
+    people = [f"{uuid.uuid4()}@{org}" for _ in range(8)]
+    asker = people[0]
+    elsewhere = factory.decision(factory.channel(org), "The team settled the elsewhere budget", by=[asker])
+    present: list[str] = []
+    expected = {"exists": False, "left": False, "type": None}
+    with override_settings(JEEVES=wire_config()):
+        for op in events:
+            match op:
+                case ("app_added", kind, n):
+                    present = people[:n]
+                    payload = sidecar_app_added(conv, [{"userId": u, "role": "MEMBER"} for u in [*present, APP_ID]])
+                    if kind is None:
+                        del payload["conversation"]["type"]
+                    else:
+                        payload["conversation"]["type"] = kind
+                    expected.update(exists=True, left=False, type=kind if kind == "ONE_TO_ONE" else "group")
+                case ("user_joined", n):
+                    joining = people[len(present) : len(present) + n]
+                    present += joining
+                    payload = {
+                        "type": "user_joined",
+                        "conversationId": _qid(conv),
+                        "members": [{"userId": _qid(u), "role": "MEMBER"} for u in joining],
+                    }
+                    if expected["exists"] and joining:
+                        expected["type"] = "group"
+                case ("user_left", n):
+                    leaving, present = present[1 : 1 + n], present[:1] + present[1 + n :]
+                    payload = {"type": "user_left", "conversationId": _qid(conv), "members": [_qid(u) for u in leaving]}
+                case ("redis_restart",):
+                    _redis_restart()
+                    continue
+                case ("removed",):
+                    payload = {"type": "user_left", "conversationId": _qid(conv), "members": [_qid(APP_ID)]}
+                    expected["left"] = expected["exists"]
+                case ("conversation_deleted",):
+                    payload = {"type": "conversation_deleted", "conversationId": _qid(conv)}
+                    expected["left"] = expected["exists"]
+            ingest.handle(sidecar.parse(payload))
+
+    if not expected["exists"] or expected["left"]:
+        with pytest.raises(UnknownChannel):
+            RetrievalScope.for_asker(conv, asker)
+        assert commands.list_decisions(conv, asker) == commands.NOT_ACQUAINTED
+        return
+    personal = expected["type"] == "ONE_TO_ONE"
+    assert RetrievalScope.for_asker(conv, asker).personal is personal
+    listed = commands.list_decisions(conv, asker)
+    assert (elsewhere.friendly_id in listed) is personal, listed

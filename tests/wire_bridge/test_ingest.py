@@ -7,11 +7,12 @@ import uuid
 
 import pytest
 from celery.signals import before_task_publish
+from django.test import override_settings
 
 from knowledge.models import ChannelConfig, MessageReceipt, RomanBot
 from pipeline import claimcheck, members, window
-from tests.fakes.wire import mention_of, sidecar_app_added, sidecar_text
-from tests.wire_bridge.conftest import APP_ID, ROMAN_SECRET, WIRE_SECRET
+from tests.fakes.wire import FakeRoman, mention_of, sidecar_app_added, sidecar_text
+from tests.wire_bridge.conftest import APP_ID, ROMAN_SECRET, WIRE_SECRET, wire_config
 from wire_bridge import auth
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("wire_settings")]
@@ -237,8 +238,9 @@ def test_membership_personal_mode_and_removal(client, published):
         client, {"type": "user_joined", "conversationId": _q(conv), "members": [{"userId": _q(BOB), "role": "MEMBER"}]}
     )
     assert not ChannelConfig.objects.get(channel_id=conv).is_personal
+    # Someone joined: a group from now on, whoever leaves (only Wire's type makes a 1:1).
     post(client, {"type": "user_left", "conversationId": _q(conv), "members": [_q(BOB)]})
-    assert ChannelConfig.objects.get(channel_id=conv).is_personal
+    assert ChannelConfig.objects.get(channel_id=conv).conversation_type == "GROUP"
     say(client, conv, "m1", "hello")
     post(client, {"type": "user_left", "conversationId": _q(conv), "members": [_q(APP_ID)]})
     config.refresh_from_db()
@@ -305,3 +307,46 @@ def test_roman_token_is_encrypted_at_rest_and_user_joined_found_by_bot(client, p
 def _q(qualified: str) -> dict:
     ident, _, domain = qualified.partition("@")
     return {"id": ident, "domain": domain}
+
+
+def test_a_group_stays_a_group_when_the_member_cache_is_lost(client, channel):
+    """The flip the review found: Redis restarts (the member cache is gone), one person joins, and the
+    group used to become a "1:1" answered from that person's records across the organisation."""
+    members.flush(channel)
+    post(
+        client,
+        {"type": "user_joined", "conversationId": _q(channel), "members": [{"userId": _q(BOB), "role": "MEMBER"}]},
+    )
+    config = ChannelConfig.objects.get(channel_id=channel)
+    assert (config.conversation_type, config.is_personal) == ("GROUP", False)
+
+
+def test_a_conversation_type_wire_does_not_name_is_a_group(client):
+    conv = f"{uuid.uuid4()}@wire.example"
+    event = sidecar_app_added(conv, [{"userId": ALICE, "role": "ADMIN"}, {"userId": APP_ID, "role": "MEMBER"}])
+    del event["conversation"]["type"]
+    post(client, event)
+    config = ChannelConfig.objects.get(channel_id=conv)
+    assert (config.conversation_type, config.is_personal) == ("UNKNOWN", False)
+
+
+def test_roman_settles_the_type_from_its_member_list_and_a_join_makes_a_group(client, published):
+    from wire_bridge import tasks
+
+    with FakeRoman(ROMAN_SECRET) as roman_server, override_settings(JEEVES=wire_config(roman_url=roman_server.url)):
+        bot = roman_server.new_bot(str(uuid.uuid4()), ["u1"])
+        post(client, roman_server.bot_request(bot), "/wire/roman", ROMAN_SECRET)
+        channel_id = f"{roman_server.bots[bot].conversation_id}@wire.example"
+        assert ChannelConfig.objects.get(channel_id=channel_id).conversation_type == "UNKNOWN"
+        tasks.sync_roman_members(channel_id)  # the task body, as the respond worker runs it
+        assert ChannelConfig.objects.get(channel_id=channel_id).is_personal
+        post(
+            client,
+            {"type": "conversation.user_joined", "botId": bot, "userId": "u2", "handle": "bob"},
+            "/wire/roman",
+            ROMAN_SECRET,
+        )
+        assert ChannelConfig.objects.get(channel_id=channel_id).conversation_type == "GROUP"
+        roman_server.bots[bot].members.pop()  # Roman's list is behind: a later sync must not undo the join
+        tasks.sync_roman_members(channel_id)
+        assert not ChannelConfig.objects.get(channel_id=channel_id).is_personal
