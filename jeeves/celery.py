@@ -96,6 +96,18 @@ app.conf.update(
             "schedule": crontab(minute=0, hour="8,15"),
             "options": {"queue": Queue.SUMMARISE.value, "expires": 3600},
         },
+        # Forgetting: channels Jeeves left, purged once their grace (JEEVES_RETENTION_AFTER_LEAVE_DAYS)
+        # is over; records past JEEVES_RETENTION_DAYS and expired tombstones, nightly.
+        "purge-left-channels": {
+            "task": "pipeline.tasks.purge_left_channels",
+            "schedule": crontab(minute=30),
+            "options": {"queue": Queue.SUMMARISE.value, "expires": 3000},
+        },
+        "age-out-records": {
+            "task": "pipeline.tasks.age_out_records",
+            "schedule": crontab(minute=0, hour=3),
+            "options": {"queue": Queue.SUMMARISE.value, "expires": 3600},
+        },
     },
 )
 

@@ -138,6 +138,9 @@ class JeevesConfig:
     # Backing services (Redis, Postgres): how long one call may hang before it counts as a failure
     backend_timeout_s: float
     db_statement_timeout_s: int
+    # Forgetting (DESIGN.md §1, principle 7)
+    retention_after_leave_days: int  # a channel Jeeves left is purged this long after; 0 = at once
+    retention_days: int  # records older than this are aged out nightly; 0 = kept
     # Retrieval (DESIGN.md §7)
     context_tokens: int
     recency_half_life_days: float
@@ -219,6 +222,10 @@ def load(env: Mapping[str, str]) -> JeevesConfig:
         db_statement_timeout_s=_read(
             env, "JEEVES_DB_STATEMENT_TIMEOUT_S", 60, _non_negative_int, "a non-negative integer (0 = no limit)"
         ),
+        retention_after_leave_days=_read(
+            env, "JEEVES_RETENTION_AFTER_LEAVE_DAYS", 7, _non_negative_int, "a whole number of days (0 = at once)"
+        ),
+        retention_days=_read(env, "JEEVES_RETENTION_DAYS", 0, _non_negative_int, "a whole number of days (0 = off)"),
         context_tokens=i("JEEVES_CONTEXT_TOKENS", 6000),
         recency_half_life_days=fpos("JEEVES_RECENCY_HALF_LIFE_DAYS", 30.0),
         path_weights=_read(

@@ -1,4 +1,5 @@
-"""One Redis connection pool per process, for the window, claim-check keys and counters.
+"""One Redis connection pool per process, for the window, claim-check keys and counters; and forgetting
+a channel's keys.
 
 Every call is bounded: a Redis that is down or black-holed fails a command within
 JEEVES_BACKEND_TIMEOUT_S (connect and read), retried once on a fresh connection (a restarted Redis
@@ -26,3 +27,14 @@ def get_redis() -> redis.Redis:
         socket_connect_timeout=timeout,
         retry=Retry(NoBackoff(), 1),
     )
+
+
+def forget_channel_keys(channel_id: str) -> int:
+    """Delete every key of Jeeves' that names the channel (window, text claim checks, member cache,
+    extraction locks, once-only markers): what a purged channel may not leave even in memory."""
+    client = get_redis()
+    escaped = "".join(f"\\{c}" if c in "\\*?[]" else c for c in channel_id)
+    keys = list(client.scan_iter(match=f"jeeves:*{escaped}*", count=1000))
+    if keys:
+        client.delete(*keys)
+    return len(keys)

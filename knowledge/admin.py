@@ -14,6 +14,8 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
 
+from jeeves.redis import forget_channel_keys
+from knowledge import forgetting
 from knowledge.models import (
     Action,
     ActionStatus,
@@ -105,6 +107,17 @@ class ChannelConfigAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # channels appear when Jeeves is added to a conversation
+
+    # Deleting a channel here is `jeeves purge --channel`: every table and Redis, not only the rows
+    # that cascade from channel_config (entities, relationships, vectors and receipts do not).
+    def delete_model(self, request: HttpRequest, obj: ChannelConfig) -> None:
+        forgetting.purge_channel(obj.channel_id)
+        forget_channel_keys(obj.channel_id)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for channel_id in list(queryset.values_list("channel_id", flat=True)):
+            forgetting.purge_channel(channel_id)
+            forget_channel_keys(channel_id)
 
     def save_model(self, request: HttpRequest, obj: ChannelConfig, form, change: bool) -> None:
         if change and "state" in form.changed_data:

@@ -63,7 +63,7 @@ def ensure_channel(
 
 @contextmanager
 def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at: datetime) -> Iterator[tuple[str, int]]:
-    """Admit one message: yields (outcome, epoch) with outcome unknown | dropped | duplicate | admitted.
+    """Admit one message: yields (outcome, epoch) with outcome unknown | dropped | forgotten | duplicate | admitted.
 
     Holds a share lock on the channel row until the block ends, so a state change (an UPDATE)
     waits for admissions in flight and later ones see the new state: a secure-mode flush that
@@ -77,17 +77,22 @@ def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at:
         # weakens dedupe of a redelivery, which the tiers' natural keys cover.
         # lock_timeout / statement_timeout (this transaction only): a state change holding the row,
         # or a stalled server, fails the webhook with 503 within the backend timeout.
+        # A tombstone means its author deleted it first (the delete overtook the message): never recorded.
         cursor.execute(
             "SELECT set_config('synchronous_commit', 'off', true), set_config('lock_timeout', %s, true),"
-            " set_config('statement_timeout', %s, true), state, epoch, left_at IS NOT NULL"
-            " FROM channel_config WHERE channel_id = %s FOR SHARE",
-            [budget_ms, budget_ms, channel_id],
+            " set_config('statement_timeout', %s, true), state, epoch, left_at IS NOT NULL,"
+            " EXISTS (SELECT 1 FROM message_tombstones t WHERE t.channel_id = c.channel_id"
+            " AND t.wire_msg_id = %s AND t.expires_at > now())"
+            " FROM channel_config c WHERE c.channel_id = %s FOR SHARE OF c",
+            [budget_ms, budget_ms, wire_msg_id, channel_id],
         )
         row = cursor.fetchone()
         if row is None:
             yield "unknown", 0
         elif row[3] != ChannelState.ACTIVE or row[5]:
             yield "dropped", row[4]
+        elif row[6]:
+            yield "forgotten", row[4]
         else:
             cursor.execute(
                 f"INSERT INTO {MessageReceipt._meta.db_table}"

@@ -544,3 +544,42 @@ class RomanBot(models.Model):
     class Meta:
         db_table = "roman_bots"
         indexes = [models.Index(fields=["channel_id"], name="roman_bots_channel_idx")]
+
+
+class MessageTombstone(models.Model):
+    """A message its author deleted: its id (never its text) until `expires_at`, so a message whose delete
+    arrives before it, or while it is being classified or extracted, is dropped instead of recorded."""
+
+    id = models.BigAutoField(primary_key=True)
+    channel_id = models.TextField()
+    wire_msg_id = models.TextField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "message_tombstones"
+        constraints = [
+            models.UniqueConstraint(fields=["channel_id", "wire_msg_id"], name="tombstones_channel_msg_uniq")
+        ]
+        indexes = [models.Index(fields=["expires_at"], name="tombstones_expires_idx")]
+
+
+class EntityMention(models.Model):
+    """The evidence of an entity's mentions: one row per extraction run that named it, with the run's
+    message ids. `entities.mention_count` counts these rows, so a deleted message takes its mention away."""
+
+    id = models.BigAutoField(primary_key=True)
+    entity = models.ForeignKey(Entity, on_delete=models.CASCADE, db_column="entity_id", related_name="mentions")
+    channel_id = models.TextField()
+    run_key = models.TextField(help_text="The extraction run (from its pending message ids)")
+    wire_msg_ids = _text_array()
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "entity_mentions"
+        constraints = [
+            models.UniqueConstraint(fields=["entity", "channel_id", "run_key"], name="entity_mentions_run_uniq")
+        ]
+        indexes = [
+            models.Index(fields=["channel_id"], name="entity_mentions_channel_idx"),
+            GinIndex(fields=["wire_msg_ids"], name="entity_mentions_msgs_gin"),
+        ]

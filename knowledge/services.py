@@ -27,11 +27,12 @@ from knowledge.models import (
     DecisionStatus,
     Embedding,
     Entity,
+    EntityMention,
     EntityRelationship,
-    FriendlyIdSequence,
     LlmCall,
     MessageReceipt,
     PipelineCounter,
+    Summary,
 )
 
 logger = logging.getLogger(__name__)
@@ -442,10 +443,12 @@ def upsert_entity(
     sources_text: Sequence[str] = (),
     vector: Sequence[float] | None = None,
     run_key: str | None = None,
+    mention_ids: Sequence[str] = (),
 ) -> Written:
     """Entity dedup (seed plan §2.1): same organisation and type, alias or normalised-name match,
     else embedding cosine ≥ JEEVES_ENTITY_DEDUP_THRESHOLD; a match is updated, else inserted.
-    `run_key` makes a redelivered run count a mention once."""
+    `run_key` makes a redelivered run count a mention once; with `mention_ids` (the run's message
+    ids) the mention keeps its evidence, so deleting those messages takes it away again."""
     name = (guard_text(name, sources_text) or "").strip()
     norm = normalise_name(name)
     if not norm:
@@ -463,12 +466,11 @@ def upsert_entity(
         new_aliases = [a for a in [name, *aliases] if normalise_name(a) != match.normalised_name]
         match.aliases = list(dict.fromkeys([*match.aliases, *new_aliases]))[:20]
         match.channel_ids = list(dict.fromkeys([*match.channel_ids, channel.channel_id]))
-        if run_key is None or match.metadata.get("last_run") != run_key:
+        if _new_mention(match, channel, run_key, mention_ids, seen_at):
             match.mention_count += 1
-            match.metadata = {**match.metadata, "last_run": run_key}
         if match.last_mentioned is None or seen_at > match.last_mentioned:
             match.last_mentioned = seen_at
-        match.save(update_fields=["aliases", "channel_ids", "mention_count", "metadata", "last_mentioned"])
+        match.save(update_fields=["aliases", "channel_ids", "mention_count", "last_mentioned"])
         return Written(match, False)
     try:
         with transaction.atomic():
@@ -480,10 +482,10 @@ def upsert_entity(
                 name=name,
                 normalised_name=norm,
                 aliases=list(dict.fromkeys(a for a in aliases if normalise_name(a) != norm))[:20],
-                metadata={"last_run": run_key},
                 first_seen=seen_at,
                 last_mentioned=seen_at,
             )
+            _new_mention(entity, channel, run_key, mention_ids, seen_at)
     except IntegrityError:
         entity = Entity.objects.get(
             organisation_id=channel.organisation_id, entity_type=entity_type, normalised_name=norm, deleted=False
@@ -500,6 +502,21 @@ def upsert_entity(
             created_at=seen_at,
         )
     return Written(entity, True)
+
+
+def _new_mention(
+    entity: Entity, channel: ChannelConfig, run_key: str | None, ids: Sequence[str], seen_at: datetime
+) -> bool:
+    """Record one run's mention of `entity`; False when this run was counted already (a redelivery)."""
+    if run_key is None:
+        return True
+    _, created = EntityMention.objects.get_or_create(
+        entity=entity,
+        channel_id=channel.channel_id,
+        run_key=run_key,
+        defaults={"wire_msg_ids": list(dict.fromkeys(ids)), "seen_at": seen_at},
+    )
+    return created
 
 
 def _alias_match(same_kind, forms: set[str]) -> Entity | None:
@@ -577,6 +594,15 @@ def upsert_relationship(
 # --------------------------------------------------------------------------- embeddings
 
 
+_VECTOR_SOURCES: dict[str, type[models.Model]] = {
+    "decision": Decision,
+    "action": Action,
+    "signal": ConversationSignal,
+    "entity": Entity,
+    "summary": Summary,
+}
+
+
 def record_embedding(
     source_type: str,
     source_id: uuid.UUID,
@@ -589,20 +615,29 @@ def record_embedding(
     topic_tags: list[str] | None = None,
     model: str | None = None,
 ) -> bool:
-    """Idempotent on (source_type, source_id): False when the record already has a vector."""
-    _, created = Embedding.objects.get_or_create(
-        source_type=source_type,
-        source_id=source_id,
-        defaults={
-            "channel_id": channel_id,
-            "organisation_id": organisation_id,
-            "author_id": author_id,
-            "created_at": created_at,
-            "topic_tags": topic_tags or [],
-            "model": model,
-            "embedding": list(vector),
-        },
-    )
+    """Idempotent on (source_type, source_id): False when the record already has a vector, or is gone.
+
+    The record is locked (FOR KEY SHARE) while its vector is written: a delete racing with this waits,
+    and its trigger then takes the vector too; a record deleted first gets none. No orphan vector."""
+    table = _VECTOR_SOURCES[source_type]._meta.db_table
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT 1 FROM {table} WHERE id = %s FOR KEY SHARE", [source_id])
+            if cursor.fetchone() is None:
+                return False
+        _, created = Embedding.objects.get_or_create(
+            source_type=source_type,
+            source_id=source_id,
+            defaults={
+                "channel_id": channel_id,
+                "organisation_id": organisation_id,
+                "author_id": author_id,
+                "created_at": created_at,
+                "topic_tags": topic_tags or [],
+                "model": model,
+                "embedding": list(vector),
+            },
+        )
     return created
 
 
@@ -678,61 +713,3 @@ def record_llm_call(
         cost=Decimal(str(round(cost, 6))) if cost else None,
         channel_id=channel_id,
     )
-
-
-# --------------------------------------------------------------------------- the author's wishes
-
-
-def forget_message(channel_id: str, wire_msg_id: str) -> dict[str, int]:
-    """The author deleted a message: records resting on it alone are deleted (with their vectors),
-    the others drop its id from their source_ref. Returns counts by what happened."""
-    counts = {"deleted": 0, "updated": 0}
-    with transaction.atomic():
-        for model, kind in ((Decision, "decision"), (Action, "action"), (ConversationSignal, "signal")):
-            rows = model.objects.select_for_update().filter(
-                channel_id=channel_id, source_ref__wire_msg_ids__contains=[wire_msg_id]
-            )
-            for row in rows:
-                remaining = [i for i in _ids_of(row.source_ref) if i != wire_msg_id]
-                if not remaining:
-                    Embedding.objects.filter(source_type=kind, source_id=row.pk).delete()
-                    row.delete()
-                    counts["deleted"] += 1
-                else:
-                    row.source_ref = {**row.source_ref, "wire_msg_ids": remaining}
-                    row.save(update_fields=["source_ref"])
-                    counts["updated"] += 1
-        for rel in EntityRelationship.objects.select_for_update().filter(
-            channel_ids__contains=[channel_id], source_ref__wire_msg_ids__contains=[wire_msg_id]
-        ):
-            remaining = [i for i in _ids_of(rel.source_ref) if i != wire_msg_id]
-            if not remaining:
-                rel.delete()
-                counts["deleted"] += 1
-            else:
-                rel.source_ref = {**rel.source_ref, "wire_msg_ids": remaining}
-                rel.save(update_fields=["source_ref"])
-                counts["updated"] += 1
-        Embedding.objects.filter(source_type="message", channel_id=channel_id, wire_msg_id=wire_msg_id).delete()
-    return counts
-
-
-def reset_channel(channel_id: str) -> None:
-    """Forget everything Jeeves knows of a channel (replays and evals start clean)."""
-    with transaction.atomic():
-        Embedding.objects.filter(channel_id=channel_id).delete()
-        Action.objects.filter(channel_id=channel_id).delete()
-        Decision.objects.filter(channel_id=channel_id).delete()
-        ConversationSignal.objects.filter(channel_id=channel_id).delete()
-        MessageReceipt.objects.filter(channel_id=channel_id).delete()
-        PipelineCounter.objects.filter(channel_id=channel_id).delete()
-        FriendlyIdSequence.objects.filter(channel_id=channel_id).delete()
-        ChannelConfig.objects.filter(channel_id=channel_id).delete()
-        for model in (EntityRelationship, Entity):
-            for row in model.objects.filter(channel_ids__contains=[channel_id]):
-                remaining = [c for c in row.channel_ids if c != channel_id]
-                if remaining:
-                    row.channel_ids = remaining
-                    row.save(update_fields=["channel_ids"])
-                else:
-                    row.delete()

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import transaction
 
 from jeeves.queues import Queue
-from knowledge import services
+from knowledge import forgetting, services
 from knowledge.models import (
     ChannelConfig,
     Decision,
@@ -53,8 +53,13 @@ def run(channel: ChannelConfig) -> RunReport:
     """Extract the channel's pending messages. The caller holds the channel's running lock."""
     report = RunReport()
     win = window.read(channel.channel_id)
-    by_id = {m.id: m for m in win}
     pending_set = debounce.pending(channel.channel_id)
+    deleted = forgetting.tombstoned(channel.channel_id, {m.id for m in win} | pending_set)
+    if deleted:  # their authors deleted them: neither evidence nor context
+        win = [m for m in win if m.id not in deleted]
+        pending_set -= deleted
+        debounce.mark_extracted(channel.channel_id, deleted)
+    by_id = {m.id: m for m in win}
     report.evicted = _count_evicted(channel.channel_id, pending_set - by_id.keys())
     pending_ids = [m.id for m in win if m.id in pending_set]
     report.pending = len(pending_ids)
@@ -84,6 +89,9 @@ def run(channel: ChannelConfig) -> RunReport:
         version = "offline" if answer.model == "local" else prompt.version
         written = _write(channel, ctx, win, set(pending_ids), answer.value, answer.model, version)
         report.written.update({kind: len(ids) for kind, ids in written.items()})
+        # A delete that arrived during the run: what was just committed may rest on it.
+        for wire_msg_id in forgetting.tombstoned(channel.channel_id, by_id):
+            forgetting.forget_message(channel.channel_id, wire_msg_id)
         _queue_embeddings(channel, written)
     _finish(channel.channel_id, pending_ids)
     return report
@@ -275,6 +283,7 @@ def _write(
                 sources_text=[],  # names are short; a ten-word name is not a name
                 vector=vector,
                 run_key=run_key,
+                mention_ids=sorted(pending),
             )
             if out is not None:
                 entity_by_name[services.normalise_name(item.name)] = out.record

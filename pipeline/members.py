@@ -59,3 +59,12 @@ def all_members(channel_id: str) -> list[Member]:
 
 def flush(channel_id: str) -> None:
     get_redis().delete(key_for(channel_id))
+
+
+def remove_everywhere(user_id: str) -> int:
+    """Drop `user_id` from every channel's member cache (a personal data request); returns caches touched."""
+    client = get_redis()
+    touched = 0
+    for key in client.scan_iter(match=f"{PREFIX}*", count=500):
+        touched += client.hdel(key, user_id)
+    return touched

@@ -417,3 +417,14 @@ def summarise_due(granularity: Granularity, now: datetime | None = None) -> list
             written.append((channel, summary))
     logger.info("summaries: granularity=%s written=%d", granularity, len(written))
     return written
+
+
+def rewrite(channel: ChannelConfig, granularity: str, start: datetime, end: datetime) -> Summary | None:
+    """Write again a summary withdrawn because a record it retold was forgotten: the same period, from
+    the records left (nothing when none are). An on-demand summary is not written again."""
+    if granularity not in ("daily", "weekly") or proactive.summary_exists(channel.channel_id, granularity, start):
+        return None
+    zone = channel_zone(channel.timezone)
+    local = start.astimezone(zone)
+    period = Period(start=local, end=end.astimezone(zone), first_day=local.date())
+    return write_summary(gather(channel, granularity, period))

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from celery import shared_task
 from celery.signals import task_revoked, worker_process_init, worker_ready
+from django.conf import settings
+from django.utils import timezone
 
 from jeeves.queues import Queue
-from knowledge import services
+from jeeves.redis import forget_channel_keys
+from knowledge import forgetting, services
 from knowledge.models import ChannelConfig, ChannelState, MessageReceipt
 from pipeline import claimcheck, debounce, window
 
@@ -46,6 +49,10 @@ def classify_message(
         services.mark_receipt(channel_id, wire_msg_id, outcome=MessageReceipt.Outcome.DROPPED)
         claimcheck.discard(key)
         return
+    if forgetting.tombstoned(channel_id, [wire_msg_id]):
+        claimcheck.discard(key)  # its author deleted it before a worker reached it: not even a receipt
+        logger.info("classify dropped (message deleted): channel=%s msg=%s", channel_id, wire_msg_id)
+        return
     when = datetime.fromisoformat(sent_at) if sent_at else None
     tier, outcome = services.ensure_receipt(channel_id, wire_msg_id, author_id=author_id, sent_at=when)
     if tier >= 1 or outcome != MessageReceipt.Outcome.QUEUED:
@@ -59,6 +66,9 @@ def classify_message(
     classify.classify_message(channel, wire_msg_id, text)
     # Discarded only once classified: a worker killed mid-task leaves the key for the redelivery.
     claimcheck.discard(key)
+    if forgetting.tombstoned(channel_id, [wire_msg_id]):
+        # Deleted while it was being classified: what was just written rests on it.
+        forgetting.forget_message(channel_id, wire_msg_id)
 
 
 @shared_task(name="pipeline.tasks.extract_channel", queue=Queue.EXTRACT.value)
@@ -104,16 +114,72 @@ def embed_records(channel_id: str, epoch: int, records: list[list[str]]) -> None
     embed.embed_records([(kind, pk) for kind, pk in records])
 
 
-@shared_task(name="pipeline.tasks.forget_message", queue=Queue.EXTRACT.value)
+@shared_task(
+    name="pipeline.tasks.forget_message",
+    queue=Queue.EXTRACT.value,
+    # The author's wish must not be lost to a busy database: retried, with backoff, until it succeeds.
+    autoretry_for=(Exception,),
+    max_retries=None,
+    retry_backoff=2,
+    retry_backoff_max=300,
+    retry_jitter=True,
+)
 def forget_message(channel_id: str, wire_msg_id: str) -> None:
-    """The author deleted the message: it leaves the window, and knowledge resting on it alone goes.
+    """The author deleted the message: it leaves the window, every record resting on it goes, and the
+    summaries that retold those are written again from what is left.
 
     No epoch check: the author's wish applies whatever the channel's state.
     """
     window.remove(channel_id, wire_msg_id)
     debounce.forget(channel_id, wire_msg_id)
-    counts = services.forget_message(channel_id, wire_msg_id)
-    logger.info("forgot message: channel=%s msg=%s %s", channel_id, wire_msg_id, counts)
+    forgotten = forgetting.forget_message(channel_id, wire_msg_id)
+    if forgotten.summaries:
+        resummarise.apply_async(
+            kwargs={
+                "channel_id": channel_id,
+                "periods": [
+                    [p.granularity, p.period_start.isoformat(), p.period_end.isoformat()] for p in forgotten.summaries
+                ],
+            },
+            expires=24 * 3600,
+        )
+    logger.info("forgot message: channel=%s msg=%s %s", channel_id, wire_msg_id, dict(forgotten.counts))
+
+
+@shared_task(name="pipeline.tasks.resummarise", queue=Queue.SUMMARISE.value)
+def resummarise(channel_id: str, periods: list[list[str]]) -> None:
+    """Write again the summaries withdrawn when a record they retold was forgotten (dailies before weeklies)."""
+    from pipeline import summaries
+
+    channel = ChannelConfig.objects.filter(channel_id=channel_id, left_at__isnull=True).first()
+    if channel is None:
+        return
+    ordered = sorted(periods, key=lambda p: (p[0] != "daily", p[1]))
+    for granularity, start, end in ordered:
+        summary = summaries.rewrite(channel, granularity, datetime.fromisoformat(start), datetime.fromisoformat(end))
+        if summary is not None:
+            embed_records.apply_async(
+                kwargs={"channel_id": channel_id, "epoch": channel.epoch, "records": [["summary", str(summary.pk)]]},
+                expires=3600,
+            )
+
+
+@shared_task(name="pipeline.tasks.purge_left_channels", queue=Queue.SUMMARISE.value)
+def purge_left_channels() -> None:
+    """Beat, hourly (and at once when the grace is 0): purge channels Jeeves left longer ago than
+    JEEVES_RETENTION_AFTER_LEAVE_DAYS, from every table and from Redis."""
+    grace = timedelta(days=settings.JEEVES.retention_after_leave_days)
+    for channel_id, counts in forgetting.purge_left_channels(grace).items():
+        forget_channel_keys(channel_id)
+        logger.info("purged left channel: channel=%s rows=%d", channel_id, sum(counts.values()))
+
+
+@shared_task(name="pipeline.tasks.age_out_records", queue=Queue.SUMMARISE.value)
+def age_out_records() -> None:
+    """Beat, nightly: records older than JEEVES_RETENTION_DAYS (when set) and expired tombstones go."""
+    days = settings.JEEVES.retention_days
+    counts = forgetting.age_out(timezone.now() - timedelta(days=days) if days else None)
+    logger.info("aged out: rows=%d", sum(counts.values()))
 
 
 @shared_task(name="pipeline.tasks.summarise_due_channels", queue=Queue.SUMMARISE.value)

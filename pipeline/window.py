@@ -93,3 +93,14 @@ def remove(channel_id: str, wire_msg_id: str) -> bool:
 
 def flush(channel_id: str) -> None:
     get_redis().delete(key_for(channel_id))
+
+
+def remove_author(author_id: str) -> int:
+    """Drop every message `author_id` wrote from every window (a personal data request); returns how many."""
+    client = get_redis()
+    removed = 0
+    for key in client.scan_iter(match=f"{PREFIX}*", count=500):
+        for raw in client.lrange(key, 0, -1):
+            if WindowMessage.from_json(raw).author_id == author_id:
+                removed += client.lrem(key, 1, raw)
+    return removed

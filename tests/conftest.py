@@ -142,6 +142,22 @@ def _wire_redis(redis_url: str) -> None:
     get_redis.cache_clear()
 
 
+def free_redis_db(redis_url: str, holder: str) -> str:
+    """Another database of the session's Redis, taken (a lock key) and emptied: a broker of a test's own,
+    which the session-wide worker does not consume."""
+    parts = urlsplit(redis_url)
+    for db in range(15, 0, -1):
+        url = urlunsplit((parts.scheme, parts.netloc, f"/{db}", "", ""))
+        if url == redis_url:
+            continue
+        client = redis.Redis.from_url(url)
+        if client.set("jeeves:test-session-lock", holder, nx=True, ex=3600):
+            client.flushdb()
+            client.set("jeeves:test-session-lock", holder, ex=3600)
+            return url
+    pytest.fail("no free Redis database for an isolated broker")
+
+
 @pytest.fixture
 def redis_client(redis_url: str) -> redis.Redis:
     return redis.Redis.from_url(redis_url, decode_responses=True)

@@ -24,10 +24,10 @@ from django.conf import settings
 from jeeves.celery import app as celery_app
 from jeeves.queues import Queue
 from jeeves.redis import get_redis
-from knowledge import channels, services
+from knowledge import channels, forgetting, services
 from knowledge.models import ChannelConfig, MessageReceipt
 from pipeline import claimcheck, members, window
-from pipeline.tasks import classify_message
+from pipeline.tasks import classify_message, purge_left_channels
 from wire_bridge import commands, state, tasks
 from wire_bridge.events import (
     AppAdded,
@@ -258,9 +258,12 @@ def handle_conversation_deleted(event: ConversationDeleted) -> str:
 
 
 def _leave(channel_id: str) -> None:
+    """Out of every scope now; purged after JEEVES_RETENTION_AFTER_LEAVE_DAYS (0: at once) by the summarise worker."""
     channels.mark_left(channel_id)
     state.forget_recent(channel_id)
     members.flush(channel_id)
+    if settings.JEEVES.retention_after_leave_days == 0:
+        purge_left_channels.apply_async(expires=3600)
 
 
 # --------------------------------------------------------------------------- the author's wishes
@@ -268,6 +271,8 @@ def _leave(channel_id: str) -> None:
 
 def handle_message_deleted(event: MessageDeleted) -> str:
     cid = event.channel_id
+    # First, so the message is dropped wherever it is: not yet arrived, queued, or being extracted.
+    forgetting.tombstone(cid, event.message_id)
     window.remove(cid, event.message_id)
     claimcheck.discard(claimcheck.key_for(cid, event.message_id))
     if channels.get_channel(cid) is None:

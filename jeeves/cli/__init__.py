@@ -4,4 +4,4 @@ Each module defines `help: str`, `add_arguments(parser)` and `run(options: dict,
 (`command` is the Django BaseCommand, for `command.stdout` / `command.stderr` / `CommandError`).
 """
 
-SUBCOMMANDS: tuple[str, ...] = ("up", "replay", "ask", "eval", "audit", "bench", "train")
+SUBCOMMANDS: tuple[str, ...] = ("up", "replay", "ask", "eval", "audit", "bench", "train", "purge")

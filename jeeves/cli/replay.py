@@ -64,23 +64,14 @@ def run(options: dict[str, Any], command: Any) -> None:
 
 
 def _reset(channel_id: str) -> None:
-    from jeeves.redis import get_redis
-    from knowledge import services
-    from pipeline import debounce, members, window
-    from wire_bridge.ingest import SEEN_PREFIX
-    from wire_bridge.respond import REPLIED_PREFIX
+    from jeeves.redis import forget_channel_keys
+    from knowledge import forgetting
 
-    services.reset_channel(channel_id)
-    window.flush(channel_id)
-    debounce.flush(channel_id)
-    members.flush(channel_id)
-    # The bridge's once-only markers (commands seen, replies sent) outlive a reset: a second replay
-    # within their TTL would skip its `@jeeves pause` as a redelivery and extract what it must ignore.
-    client = get_redis()
-    for prefix in (SEEN_PREFIX, REPLIED_PREFIX):
-        stale = list(client.scan_iter(match=f"{prefix}{channel_id}:*", count=500))
-        if stale:
-            client.delete(*stale)
+    # Every table, and every Redis key naming the channel (window, text, members, extraction locks,
+    # and the bridge's once-only markers: a second replay within their TTL would otherwise skip its
+    # `@jeeves pause` as a redelivery and extract what it must ignore).
+    forgetting.purge_channel(channel_id)
+    forget_channel_keys(channel_id)
 
 
 class Replayer:

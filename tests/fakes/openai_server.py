@@ -12,6 +12,7 @@ import json
 import threading
 import time
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -20,16 +21,23 @@ from typing import Any
 @dataclass
 class Behaviour:
     """One scripted answer: `json` (an object sent as the message content), `content` (raw text),
-    `status` (an HTTP error), and/or `delay_s` (sleep first, e.g. beyond the client's timeout)."""
+    `status` (an HTTP error), and/or `delay_s` (sleep first, e.g. beyond the client's timeout);
+    `reply` computes the answer object from the request body (and may act meanwhile, as the world
+    does while a real model thinks)."""
 
     json: Any = None
     content: str | None = None
     status: int = 200
     delay_s: float = 0.0
+    reply: Callable[[dict], Any] | None = None
 
 
 def answer(obj: Any) -> Behaviour:
     return Behaviour(json=obj)
+
+
+def computed(reply: Callable[[dict], Any]) -> Behaviour:
+    return Behaviour(reply=reply)
 
 
 def raw(content: str) -> Behaviour:
@@ -140,7 +148,10 @@ class FakeOpenAI:
             )
             self._send(handler, behaviour.status, {"error": {"message": f"scripted {behaviour.status}", "type": kind}})
             return
-        content = behaviour.content if behaviour.content is not None else json.dumps(behaviour.json)
+        if behaviour.reply is not None:
+            content = json.dumps(behaviour.reply(body))
+        else:
+            content = behaviour.content if behaviour.content is not None else json.dumps(behaviour.json)
         self._send(
             handler,
             200,

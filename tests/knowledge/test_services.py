@@ -1,4 +1,4 @@
-"""knowledge/services.py on real Postgres: guard, friendly ids, idempotent writes, dedup, forgetting."""
+"""knowledge/services.py on real Postgres: guard, friendly ids, idempotent writes, dedup."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from knowledge import services
-from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, Embedding, Entity
+from knowledge.models import Action, ChannelConfig, Decision, Embedding, Entity
 
 T0 = datetime(2026, 3, 2, 9, 20, tzinfo=UTC)
 MESSAGE = "ok let's go with queue-based retries, exponential backoff, max 5 attempts over 72h. shout now"
@@ -147,31 +147,3 @@ def test_embeddings_are_idempotent_per_record(channel, settings):
     assert services.record_embedding("decision", d.pk, vector, **kwargs)
     assert not services.record_embedding("decision", d.pk, vector, **kwargs)
     assert Embedding.objects.count() == 1
-
-
-def test_forgetting_a_message_deletes_what_rests_on_it_alone(channel, settings):
-    alone = _decision(channel, key="dec:x:0", ids=("m010",)).record
-    shared = _decision(channel, key="dec:y:0", ids=("m010", "m011"), summary="Another choice was made.").record
-    services.record_embedding(
-        "decision",
-        alone.pk,
-        [0.1] * settings.JEEVES.embed_dims,
-        channel_id=channel.channel_id,
-        organisation_id="wire.example",
-        author_id=None,
-        created_at=T0,
-    )
-    services.record_signal(
-        channel,
-        signal_type="question",
-        summary="A question was asked.",
-        occurred_at=T0,
-        source=services.source_ref([("m010", T0)]),
-        sources_text=[],
-        key="sig:1",
-    )
-    counts = services.forget_message(channel.channel_id, "m010")
-    assert counts == {"deleted": 2, "updated": 1}
-    assert list(Decision.objects.values_list("id", flat=True)) == [shared.pk]
-    assert Decision.objects.get().source_ref["wire_msg_ids"] == ["m011"]
-    assert not Embedding.objects.exists() and not ConversationSignal.objects.exists()

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
+import uuid
+from datetime import UTC, datetime
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 
-from knowledge import services
+from jeeves.config import SlotConfig
+from knowledge import forgetting, services
 from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, Entity, MessageReceipt
-from pipeline import classify, debounce, extract, members, window
+from pipeline import claimcheck, classify, debounce, extract, llm, members, window
+from pipeline.tasks import classify_message
+from tests.fakes.openai_server import FakeOpenAI, computed
 from tests.pipeline import evalset
 
 pytestmark = pytest.mark.django_db
 
 BOT = "3531c6e3-2811-58c8-aa49-5621c2d47635@wire.example"
+BOT_FREE = "5d1c0b7e-6a70-4a7e-9d38-2f4f1f1d0a11@wire.example"  # a human member
 
 
 @pytest.fixture
@@ -101,3 +108,61 @@ def test_debounce_schedules_one_run_per_burst_and_replaces_a_lost_one(jeeves_set
         debounce.note_classified(cid, f"b{i}")
     assert debounce.request_extract(cid, 0) == "now"
     debounce.flush(cid)
+
+
+def _pending(channel: ChannelConfig, text_by_id: dict[str, str], author: str) -> None:
+    """What the bridge and Tier 1 leave for a run: receipts waiting for extraction, the window, the watermark."""
+    for n, (wire_msg_id, text) in enumerate(text_by_id.items()):
+        at = datetime(2026, 3, 2, 9, n, tzinfo=UTC)
+        services.record_receipt(channel.channel_id, wire_msg_id, author_id=author, sent_at=at)
+        services.mark_receipt(channel.channel_id, wire_msg_id, outcome="pending_extract", tier=1)
+        window.push(channel.channel_id, window.WindowMessage(wire_msg_id, author, at, text))
+        debounce.note_classified(channel.channel_id, wire_msg_id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_message_deleted_while_it_is_extracted_leaves_nothing_resting_on_it(jeeves_settings):
+    keep, take_back = str(uuid.uuid4()), str(uuid.uuid4())
+    channel = ChannelConfig.objects.create(channel_id=f"{uuid.uuid4()}@wire.example", organisation_id="wire.example")
+    _pending(channel, {keep: "I will draft the rota by Friday", take_back: "and we agreed on the blue logo"}, BOT_FREE)
+
+    def thinking(body: dict) -> dict:
+        # The author deletes a message while the model thinks: the bridge writes its tombstone first.
+        forgetting.tombstone(channel.channel_id, take_back)
+        connection.close()  # this thread's own connection
+        return {
+            "decisions": [
+                {"summary": "The team picked a logo.", "source_msg_ids": [keep, take_back], "confidence": 0.9}
+            ],
+            "actions": [{"description": "A rota will be drafted.", "source_msg_ids": [keep], "confidence": 0.9}],
+            "signals": [{"signal_type": "update", "summary": "A logo was discussed.", "source_msg_ids": [take_back]}],
+        }
+
+    fake = FakeOpenAI().start()
+    fake.default("extract-model", computed(thinking))
+    slots = {**jeeves_settings.slots, "extract": SlotConfig(model="extract-model", fallback="local")}
+    cfg = dataclasses.replace(jeeves_settings, llm_base_url=fake.base_url, llm_api_key="k", slots=slots)
+    llm._router.cache_clear()
+    try:
+        with override_settings(JEEVES=cfg):
+            report = extract.run(channel)
+    finally:
+        fake.stop()
+        llm._router.cache_clear()
+        debounce.flush(channel.channel_id)
+    assert report.model == "extract-model"
+    assert [a.source_ref["wire_msg_ids"] for a in Action.objects.filter(channel=channel)] == [[keep]]
+    for model in (Decision, Action, ConversationSignal):
+        assert not model.objects.filter(channel=channel, source_ref__wire_msg_ids__contains=[take_back]).exists()
+
+
+def test_classify_drops_a_message_deleted_before_a_worker_reached_it(jeeves_settings):
+    channel = ChannelConfig.objects.create(channel_id=f"{uuid.uuid4()}@wire.example", organisation_id="wire.example")
+    wire_msg_id = str(uuid.uuid4())
+    services.record_receipt(channel.channel_id, wire_msg_id, author_id=BOT_FREE, sent_at=datetime.now(UTC))
+    key = claimcheck.park(channel.channel_id, wire_msg_id, "just checking: is the standup moved to ten?")
+    forgetting.tombstone(channel.channel_id, wire_msg_id)
+    classify_message(channel_id=channel.channel_id, wire_msg_id=wire_msg_id, key=key, epoch=0)
+    assert services.receipt_tier(channel.channel_id, wire_msg_id) == 0
+    assert not ConversationSignal.objects.filter(channel=channel).exists()
+    assert claimcheck.claim(key) is None

@@ -14,7 +14,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from jeeves.config import SlotConfig
-from knowledge import services
+from knowledge import forgetting, services
 from knowledge.models import (
     Action,
     ChannelConfig,
@@ -26,7 +26,7 @@ from knowledge.models import (
     MessageReceipt,
     Summary,
 )
-from pipeline import llm, summaries, window
+from pipeline import llm, summaries, tasks, window
 from tests.conftest import wait_for
 from tests.fakes.openai_server import FakeOpenAI, answer, raw
 
@@ -178,6 +178,31 @@ def test_a_daily_summary_is_written_once_from_the_days_records_and_never_from_a_
     assert _mine(summaries.summarise_due("daily", NOW + timedelta(minutes=30)), ch) == []
     assert Summary.objects.filter(scope_id=ch.channel_id).count() == 1
     assert LlmCall.objects.filter(slot="summarise", channel_id=ch.channel_id).count() == 1
+
+
+@pytest.mark.django_db
+def test_a_summary_that_retold_a_deleted_message_is_written_again_without_it():
+    ch = _channel()
+    yesterday_noon = datetime(2025, 3, 11, 11, 0, tzinfo=UTC)
+    _day_of_records(ch, yesterday_noon)  # every record of it rests on m1
+    Decision.objects.create(
+        channel=ch, organisation_id=ch.organisation_id, friendly_id="DEC-0007", decided_by=[TOM],
+        summary="The team agreed to keep the invoice template as it is.", decided_at=yesterday_noon,
+        source_ref=_ref(7, yesterday_noon), source_key="d7",
+    )  # fmt: skip
+    [before] = _mine(summaries.summarise_due("daily", NOW), ch)
+    assert "DEC-0001" in before.summary and "DEC-0007" in before.summary
+
+    forgotten = forgetting.forget_message(ch.channel_id, "m1")
+    assert not Summary.objects.filter(pk=before.pk).exists()
+    tasks.resummarise(  # the task's body, as the summarise worker runs it
+        ch.channel_id,
+        [[p.granularity, p.period_start.isoformat(), p.period_end.isoformat()] for p in forgotten.summaries],
+    )
+    after = Summary.objects.get(scope_id=ch.channel_id, granularity="daily")
+    assert (after.period_start, after.period_end) == (before.period_start, before.period_end)
+    assert "DEC-0007" in after.summary and "DEC-0001" not in after.summary and "ACT-" not in after.summary
+    assert len(after.key_decisions) == 1
 
 
 @pytest.mark.django_db

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
 from django.conf import settings as django_settings
 from django.test import override_settings
 from kombu import pools
+
+from tests.conftest import free_redis_db
 
 APP_ID = "0a99ecb5-8a1c-4c4e-9f57-1b0ea1c0ffee@wire.example"
 WIRE_SECRET = "sidecar-secret-for-tests"
@@ -61,20 +62,7 @@ def _switch_redis(url: str) -> None:
 @pytest.fixture(scope="module")
 def isolated_redis(redis_url: str) -> Iterator[str]:
     """A Redis database of this module's own, so the session-wide worker cannot take its tasks."""
-    parts = urlsplit(redis_url)
-    chosen = None
-    for db in range(15, 0, -1):
-        url = urlunsplit((parts.scheme, parts.netloc, f"/{db}", "", ""))
-        if url == redis_url:
-            continue
-        client = redis.Redis.from_url(url)
-        if client.set("jeeves:test-session-lock", "wire-bridge", nx=True, ex=3600):
-            client.flushdb()
-            client.set("jeeves:test-session-lock", "wire-bridge", ex=3600)
-            chosen = url
-            break
-    if chosen is None:
-        pytest.fail("no free Redis database for an isolated broker")
+    chosen = free_redis_db(redis_url, "wire-bridge")
     _switch_redis(chosen)
     yield chosen
     _switch_redis(redis_url)

@@ -350,3 +350,23 @@ def test_roman_settles_the_type_from_its_member_list_and_a_join_makes_a_group(cl
         roman_server.bots[bot].members.pop()  # Roman's list is behind: a later sync must not undo the join
         tasks.sync_roman_members(channel_id)
         assert not ChannelConfig.objects.get(channel_id=channel_id).is_personal
+
+
+def test_a_message_whose_delete_arrived_first_is_never_recorded(client, channel, published):
+    deleted = {"type": "message_deleted", "conversationId": _q(channel), "sender": _q(ALICE), "messageId": "m9"}
+    assert post(client, deleted).json() == {"status": "forgotten"}
+    assert say(client, channel, "m9", "on second thoughts, never mind").json() == {"status": "forgotten"}
+    assert not MessageReceipt.objects.filter(channel_id=channel, wire_msg_id="m9").exists()
+    assert window.read(channel) == [] and classify_tasks(published) == []
+    assert claimcheck.claim(claimcheck.key_for(channel, "m9")) is None
+
+
+def test_leaving_with_no_grace_asks_for_the_purge_at_once(client, channel, published):
+    with override_settings(JEEVES=wire_config(retention_after_leave_days=0)):
+        post(client, {"type": "conversation_deleted", "conversationId": _q(channel)})
+    assert [name for name, _ in published if name == "pipeline.tasks.purge_left_channels"] == [
+        "pipeline.tasks.purge_left_channels"
+    ]
+    post(client, sidecar_app_added(channel, [{"userId": ALICE, "role": "ADMIN"}]))
+    post(client, {"type": "conversation_deleted", "conversationId": _q(channel)})  # the default grace: 7 days
+    assert len([name for name, _ in published if name == "pipeline.tasks.purge_left_channels"]) == 1
