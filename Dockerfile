@@ -16,8 +16,12 @@ RUN pip install --index-url "${TORCH_INDEX_URL}" torch==2.13.0
 COPY requirements.txt .
 RUN pip install -r requirements.txt
 
+# .dockerignore keeps .env, .jeeves/ (local secrets, data), .git and .venv out of the build context.
 COPY . .
-RUN DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput -v 0
+# Static files only. A throwaway key and a DATABASE_URL nothing connects to put the settings outside the
+# embedded mode, so no secret key, webhook secret, app id or encryption key is made up and baked in:
+# every container gets them from the environment (.env), the same for all (jeeves/startup.py refuses without).
+RUN DJANGO_SECRET_KEY=build-only DATABASE_URL=postgresql://build@localhost/none python manage.py collectstatic --noinput -v 0
 
 RUN useradd --create-home --uid 10001 jeeves && mkdir -p /app/.jeeves && chown -R jeeves /app/.jeeves
 USER jeeves

@@ -52,6 +52,7 @@ def _services(stack: ExitStack) -> dict[str, str]:
         stack.callback(embedded.stop_postgres, pgdata)
         embedded.ensure_database(admin, "jeeves_bench")
         env["DATABASE_URL"] = admin.rsplit("/", 1)[0] + "/jeeves_bench"
+        env["JEEVES_EMBEDDED"] = "1"  # its own throwaway services: local secrets are fine
     if os.environ.get("REDIS_URL"):
         env["REDIS_URL"] = os.environ["REDIS_URL"]
     else:

@@ -7,10 +7,12 @@ import sys
 
 from celery import Celery
 from celery.schedules import crontab
+from celery.signals import beat_init, worker_init
 from kombu import Exchange
 from kombu import Queue as KombuQueue
 
 from jeeves.queues import TIME_LIMITS, Queue
+from jeeves.startup import refuse_unsafe_start
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
 
@@ -27,6 +29,22 @@ except Exception as exc:  # pragma: no cover - exercised by tests/jeeves/test_co
     if isinstance(exc, ConfigError):
         sys.exit(f"jeeves: configuration error: {exc}")
     raise
+
+# Outside the embedded mode a service without its secrets does not start (jeeves/startup.py). Flower
+# sends no start signal of its own; it is a `celery ... flower` command line that loads this app.
+if "flower" in sys.argv[1:]:
+    refuse_unsafe_start("flower")
+
+
+@worker_init.connect
+def _worker_starts(**kwargs) -> None:
+    refuse_unsafe_start("a worker")
+
+
+@beat_init.connect
+def _beat_starts(**kwargs) -> None:
+    refuse_unsafe_start("beat")
+
 
 _exchange = Exchange("jeeves", type="direct")
 

@@ -91,6 +91,26 @@ def _weights(raw: str) -> dict[str, float]:
     return {**DEFAULT_PATH_WEIGHTS, **weights}
 
 
+def _fernet_keys(env: Mapping[str, str]) -> tuple[str, ...]:
+    """JEEVES_ENCRYPTION_KEYS: comma-separated Fernet keys, the first encrypts, all decrypt. A bad key is
+    named by its position, never echoed (it is a secret)."""
+    import base64
+    import binascii
+
+    raw = env.get("JEEVES_ENCRYPTION_KEYS", "")
+    keys = tuple(k.strip() for k in raw.split(",") if k.strip())
+    for n, key in enumerate(keys, 1):
+        try:
+            ok = len(base64.urlsafe_b64decode(key.encode("ascii"))) == 32
+        except (binascii.Error, ValueError, UnicodeEncodeError):
+            ok = False
+        if not ok:
+            raise ConfigError(
+                f"JEEVES_ENCRYPTION_KEYS: key {n} of {len(keys)} is not a Fernet key (32 url-safe base64 bytes)"
+            )
+    return keys
+
+
 def _qualified_id(raw: str) -> str:
     ident, sep, domain = raw.partition("@")
     if not sep or not ident or not domain:
@@ -153,6 +173,10 @@ class JeevesConfig:
     roman_secret: str
     roman_url: str
     wire_default_domain: str
+    # Secrets at rest: Fernet keys, the first encrypts, all decrypt (`jeeves rotate-keys`)
+    encryption_keys: tuple[str, ...]
+    # Operations: GET /metrics needs `Authorization: Bearer <token>` when set
+    metrics_token: str
     # Processes started by `jeeves up`
     web_port: int
     flower_port: int
@@ -238,11 +262,34 @@ def load(env: Mapping[str, str]) -> JeevesConfig:
         roman_secret=s("JEEVES_ROMAN_SECRET", ""),
         roman_url=s("JEEVES_ROMAN_URL", "http://127.0.0.1:8082").rstrip("/"),
         wire_default_domain=s("JEEVES_WIRE_DEFAULT_DOMAIN", "wire.com"),
+        encryption_keys=_fernet_keys(env),
+        metrics_token=s("JEEVES_METRICS_TOKEN", ""),
         web_port=i("JEEVES_WEB_PORT", 8000),
         flower_port=i("JEEVES_FLOWER_PORT", 5555),
-        flower_basic_auth=s("JEEVES_FLOWER_BASIC_AUTH", "admin:jeeves"),
+        flower_basic_auth=s("JEEVES_FLOWER_BASIC_AUTH", ""),
         embedded_redis_port=i("JEEVES_EMBEDDED_REDIS_PORT", 63799),
         log_level=log_level,
         bench_endpoints=b("JEEVES_BENCH_ENDPOINTS", False),
         data_dir=s("JEEVES_DATA_DIR", ""),
     )
+
+
+# The password Flower once shipped with: never accepted outside the embedded mode.
+OLD_FLOWER_DEFAULT = "admin:jeeves"
+
+
+def unsafe_start(cfg: JeevesConfig, *, secret_key_set: bool) -> list[str]:
+    """What a service outside the embedded mode may not start without (each a variable to set).
+
+    Outside the embedded mode nothing is made up locally: every container would make its own."""
+    problems = []
+    if not secret_key_set:
+        problems.append("DJANGO_SECRET_KEY")
+    if not cfg.wire_secret:
+        problems.append("JEEVES_WIRE_SECRET")
+    user, _, password = cfg.flower_basic_auth.partition(":")
+    if not user or not password or cfg.flower_basic_auth == OLD_FLOWER_DEFAULT:
+        problems.append("JEEVES_FLOWER_BASIC_AUTH (user:password, not the old admin:jeeves)")
+    if not cfg.encryption_keys:
+        problems.append("JEEVES_ENCRYPTION_KEYS")
+    return problems

@@ -12,9 +12,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import dj_database_url
+from cryptography.fernet import Fernet
 
 from jeeves import embedded
-from jeeves.config import ConfigError, load
+from jeeves.config import ConfigError, load, unsafe_start
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -42,22 +43,29 @@ def _env_bool(name: str, default: bool) -> bool:
 
 
 DEBUG = _env_bool("DJANGO_DEBUG", False)
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip() or embedded.local_value(
-    DATA_ROOT, "secret_key", lambda: secrets.token_urlsafe(50)
-)
-# The embedded default needs no Wire account: when unset, a local webhook secret and app id are
-# made once under .jeeves/, so `jeeves up` and `jeeves replay` agree with no configuration.
+# The embedded mode: one machine, no accounts (`jeeves up` on its embedded PostgreSQL, which gives the
+# processes it starts JEEVES_EMBEDDED=1; the test suite). Only there is a missing secret made up, once,
+# under .jeeves/, so `jeeves up` and `jeeves replay` agree with no configuration. Anywhere else nothing
+# is made up (each container would make its own, and an image build would bake one in): a service
+# refuses to start without them (STARTUP_PROBLEMS, enforced by jeeves/startup.py).
+EMBEDDED = not os.environ.get("DATABASE_URL", "").strip() or _env_bool("JEEVES_EMBEDDED", False)
+
+
+def _local(name: str, make) -> str:
+    return embedded.local_value(DATA_ROOT, name, make) if EMBEDDED else ""
+
+
+_secret_key_set = bool(os.environ.get("DJANGO_SECRET_KEY", "").strip())
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip() or _local("secret_key", lambda: secrets.token_urlsafe(50))
 if not JEEVES.wire_secret:
-    JEEVES = replace(
-        JEEVES, wire_secret=embedded.local_value(DATA_ROOT, "wire_secret", lambda: secrets.token_urlsafe(32))
-    )
+    JEEVES = replace(JEEVES, wire_secret=_local("wire_secret", lambda: secrets.token_urlsafe(32)))
 if not JEEVES.wire_app_id:
-    JEEVES = replace(
-        JEEVES,
-        wire_app_id=embedded.local_value(
-            DATA_ROOT, "wire_app_id", lambda: f"{uuid.uuid4()}@{JEEVES.wire_default_domain}"
-        ),
-    )
+    JEEVES = replace(JEEVES, wire_app_id=_local("wire_app_id", lambda: f"{uuid.uuid4()}@{JEEVES.wire_default_domain}"))
+if not JEEVES.flower_basic_auth and EMBEDDED:
+    JEEVES = replace(JEEVES, flower_basic_auth=f"admin:{_local('flower_password', lambda: secrets.token_urlsafe(12))}")
+if not JEEVES.encryption_keys and EMBEDDED:
+    JEEVES = replace(JEEVES, encryption_keys=(_local("encryption_key", lambda: Fernet.generate_key().decode()),))
+STARTUP_PROBLEMS: list[str] = [] if EMBEDDED else unsafe_start(JEEVES, secret_key_set=_secret_key_set)
 ALLOWED_HOSTS = [
     h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()
 ]

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hmac
 import logging
+from collections.abc import Callable
+from functools import wraps
 
+from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
@@ -34,7 +38,32 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok" if healthy else "degraded", **checks}, status=200 if healthy else 503)
 
 
+def _metrics_allowed(request: HttpRequest) -> bool:
+    """`Authorization: Bearer $JEEVES_METRICS_TOKEN` when a token is set; without one, only a client on
+    the same host (an internal port: a sidecar scraper, `curl` on the box), never the public web."""
+    token = settings.JEEVES.metrics_token
+    if token:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())
+    return request.META.get("REMOTE_ADDR") in {"127.0.0.1", "::1"} and "HTTP_X_FORWARDED_FOR" not in request.META
+
+
+def metrics_guarded(view: Callable[[HttpRequest], HttpResponse]) -> Callable[[HttpRequest], HttpResponse]:
+    """Queue depths and counters tell an outsider how busy each channel is: not for the public web."""
+
+    @wraps(view)
+    def guarded(request: HttpRequest) -> HttpResponse:
+        if not _metrics_allowed(request):
+            return HttpResponse(
+                "metrics need a bearer token (JEEVES_METRICS_TOKEN)\n", status=401, content_type="text/plain"
+            )
+        return view(request)
+
+    return guarded
+
+
 @require_GET
+@metrics_guarded
 def metrics(request: HttpRequest) -> HttpResponse:
     client = get_redis()
     lines = [

@@ -6,6 +6,7 @@ import sys
 from django.core.wsgi import get_wsgi_application
 
 from jeeves.config import ConfigError
+from jeeves.startup import refuse_unsafe_start
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
 
@@ -13,3 +14,4 @@ try:
     application = get_wsgi_application()
 except ConfigError as exc:
     sys.exit(f"jeeves: configuration error: {exc}")
+refuse_unsafe_start("web")

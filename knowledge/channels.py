@@ -207,3 +207,15 @@ def remove_roman_bot(bot_id: str) -> str | None:
         return None
     RomanBot.objects.filter(bot_id=bot_id).update(removed_at=timezone.now())
     return bot.channel_id
+
+
+def roman_tokens() -> list[tuple[str, str]]:
+    """(bot id, token ciphertext) of every Roman bot, for re-encryption under a new key."""
+    return list(RomanBot.objects.order_by("bot_id").values_list("bot_id", "token_ciphertext"))
+
+
+def replace_roman_token(bot_id: str, old_ciphertext: str, new_ciphertext: str) -> bool:
+    """Swap the ciphertext unless it changed meanwhile (a bot re-added with a new token wins)."""
+    return bool(
+        RomanBot.objects.filter(bot_id=bot_id, token_ciphertext=old_ciphertext).update(token_ciphertext=new_ciphertext)
+    )

@@ -126,12 +126,16 @@ def due_nudges(now: datetime | None = None) -> list[Nudge]:
 
 
 def publish(nudge: Nudge, now: datetime | None = None) -> str:
-    """Park the nudge's text under a claim-check key and ask the respond queue to post it; returns the key."""
+    """Park the nudge's text under a claim-check key and ask the respond queue to post it; returns the key.
+
+    The task is given the channel and the ref; it derives the key from both, so no caller can point it
+    at another channel's text."""
     stamp = int((now or timezone.now()).timestamp())
-    key = claimcheck.park(nudge.channel_id, f"stale:{nudge.friendly_id}:{stamp}", nudge.text)
+    ref = f"stale:{nudge.friendly_id}:{stamp}"
+    key = claimcheck.park(nudge.channel_id, ref, nudge.text)
     current_app.send_task(
         SEND_TASK,
-        kwargs={"channel_id": nudge.channel_id, "key": key, "buttons": [list(b) for b in nudge.buttons]},
+        kwargs={"channel_id": nudge.channel_id, "message_ref": ref, "buttons": [list(b) for b in nudge.buttons]},
         queue=Queue.RESPOND.value,
         expires=settings.JEEVES.queue_ttl_s,
     )

@@ -37,13 +37,14 @@ def _accepting(channel_id: str, epoch: int, task: str) -> ChannelConfig | None:
 def classify_message(
     channel_id: str,
     wire_msg_id: str,
-    key: str,
     epoch: int,
     author_id: str | None = None,
     sent_at: str | None = None,
 ) -> None:
     from pipeline import classify
 
+    # Derived, never taken from the caller: the text read is always this channel's own message.
+    key = claimcheck.key_for(channel_id, wire_msg_id)
     channel = _accepting(channel_id, epoch, "classify")
     if channel is None:
         services.mark_receipt(channel_id, wire_msg_id, outcome=MessageReceipt.Outcome.DROPPED)

@@ -172,6 +172,7 @@ def service_env(redis_url: str, **extra: str) -> dict[str, str]:
     env.update(
         DATABASE_URL=database_url(),
         REDIS_URL=redis_url,
+        JEEVES_EMBEDDED="1",  # the test suite is the embedded mode: local secrets under .jeeves/
         DJANGO_SETTINGS_MODULE="jeeves.settings",
         PYTHONPATH=str(ROOT),
         PYTHONUNBUFFERED="1",

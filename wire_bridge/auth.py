@@ -1,4 +1,5 @@
-"""Authentication at the Wire edge: bearer checks on pushes, and Roman bot tokens encrypted at rest."""
+"""Authentication at the Wire edge: bearer checks on pushes, and Roman bot tokens encrypted at rest
+(MultiFernet over JEEVES_ENCRYPTION_KEYS, shared by every service)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import hashlib
 import hmac
 from functools import lru_cache
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.http import HttpRequest
 
@@ -21,19 +22,35 @@ def bearer_ok(request: HttpRequest, secret: str) -> bool:
 
 
 @lru_cache(maxsize=4)
-def _fernet(secret_key: str) -> Fernet:
-    # A key of its own, derived from DJANGO_SECRET_KEY, so the token cipher never reuses the signing key.
-    digest = hashlib.sha256(b"jeeves.roman-bot-token:" + secret_key.encode("utf-8")).digest()
-    return Fernet(base64.urlsafe_b64encode(digest))
+def _cipher(keys: tuple[str, ...], secret_key: str) -> MultiFernet:
+    """The first of JEEVES_ENCRYPTION_KEYS encrypts, all of them decrypt. Tokens stored before these
+    keys existed (a key derived from DJANGO_SECRET_KEY) still decrypt, last, until `jeeves rotate-keys`."""
+    fernets = [Fernet(k.encode("ascii")) for k in keys]
+    if secret_key:
+        digest = hashlib.sha256(b"jeeves.roman-bot-token:" + secret_key.encode("utf-8")).digest()
+        fernets.append(Fernet(base64.urlsafe_b64encode(digest)))
+    return MultiFernet(fernets)
+
+
+def _current() -> MultiFernet:
+    return _cipher(settings.JEEVES.encryption_keys, settings.SECRET_KEY)
 
 
 def encrypt_token(token: str) -> str:
-    return _fernet(settings.SECRET_KEY).encrypt(token.encode("utf-8")).decode("ascii")
+    return _current().encrypt(token.encode("utf-8")).decode("ascii")
 
 
 def decrypt_token(ciphertext: str) -> str | None:
-    """The token, or None when it was encrypted under another DJANGO_SECRET_KEY."""
+    """The token, or None when none of the keys opens it."""
     try:
-        return _fernet(settings.SECRET_KEY).decrypt(ciphertext.encode("ascii")).decode("utf-8")
+        return _current().decrypt(ciphertext.encode("ascii")).decode("utf-8")
+    except (InvalidToken, ValueError):
+        return None
+
+
+def rotate_token(ciphertext: str) -> str | None:
+    """The ciphertext re-encrypted under the first key; None when none of the keys opens it."""
+    try:
+        return _current().rotate(ciphertext.encode("ascii")).decode("ascii")
     except (InvalidToken, ValueError):
         return None

@@ -121,7 +121,6 @@ def _publish_classify(event: TextMessage, epoch: int) -> None:
         kwargs={
             "channel_id": cid,
             "wire_msg_id": event.message_id,
-            "key": claimcheck.key_for(cid, event.message_id),
             "epoch": epoch,
             "author_id": event.sender.qualified,
             "sent_at": event.timestamp.isoformat(),
@@ -175,8 +174,8 @@ def _run_command(event: TextMessage, body: str, command: commands.Command) -> st
     if command.kind == commands.Kind.CONTEXT_STAKEHOLDERS:
         blanked = commands.blank_mentions(event.text, event.mentions, event.bot_id)
         payload["plain"] = commands.addressed_body(blanked, event.mentions, event.bot_id, settings.JEEVES.wire_handle)
-    key = claimcheck.park(cid, event.message_id, json.dumps(payload, ensure_ascii=False))
-    tasks.publish_command(cid, event.message_id, event.sender.qualified, command.kind, key, outcome)
+    claimcheck.park(cid, event.message_id, json.dumps(payload, ensure_ascii=False))
+    tasks.publish_command(cid, event.message_id, event.sender.qualified, command.kind, outcome)
     logger.info("command: channel=%s msg=%s kind=%s %s", cid, event.message_id, command.kind, outcome)
     return "command"
 

@@ -63,8 +63,10 @@ def state_reply(outcome: str) -> Reply:
     return Reply(STATE_REPLIES[outcome], buttons=buttons)
 
 
-def reply_to_command(channel_id: str, wire_msg_id: str, user_id: str, kind: str, key: str, outcome: str) -> None:
-    """Answer one command or question addressed to Jeeves, at most once per message."""
+def reply_to_command(channel_id: str, wire_msg_id: str, user_id: str, kind: str, outcome: str) -> None:
+    """Answer one command or question addressed to Jeeves, at most once per message (its text parked by
+    the bridge under the channel's claim-check key for that message)."""
+    key = claimcheck.key_for(channel_id, wire_msg_id)
     if already_replied(channel_id, wire_msg_id):
         return
     if outcome in STATE_REPLIES:

@@ -1,11 +1,13 @@
 """Tasks of the bridge on the `respond` queue: answer commands and clicks, send replies, sync Roman members.
 
 Thin: each parses its arguments and calls `wire_bridge.respond`. No message text in any argument:
-commands and questions travel by claim-check key, like classify.
+commands and questions travel by claim check, like classify. A task is never handed a claim-check
+key: it derives it from the channel it writes to and a message id (or ref), so a task sent by hand
+(Flower can send any) cannot post one channel's text into another.
 
 For other components (by name, without importing the bridge):
-`send_task("wire_bridge.tasks.send_message", kwargs={"channel_id", "key", "buttons": [[id, text], ...],
-"reply_to": str|None})` posts the text parked under `key` (pipeline.claimcheck) into the channel.
+`send_task("wire_bridge.tasks.send_message", kwargs={"channel_id", "message_ref", "buttons": [[id, text], ...],
+"reply_to": str|None})` posts the text parked under `claimcheck.key_for(channel_id, message_ref)`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ logger = logging.getLogger(__name__)
 STATE_REPLY_EXPIRES_S = 600
 
 
-def publish_command(channel_id: str, wire_msg_id: str, user_id: str, kind: Kind, key: str, outcome: str) -> None:
+def publish_command(channel_id: str, wire_msg_id: str, user_id: str, kind: Kind, outcome: str) -> None:
     expires = STATE_REPLY_EXPIRES_S if kind in STATE_KINDS else settings.JEEVES.queue_ttl_s
     respond_to_command.apply_async(
         kwargs={
@@ -38,7 +40,6 @@ def publish_command(channel_id: str, wire_msg_id: str, user_id: str, kind: Kind,
             "wire_msg_id": wire_msg_id,
             "user_id": user_id,
             "kind": kind.value,
-            "key": key,
             "outcome": outcome,
         },
         expires=expires,
@@ -75,9 +76,9 @@ def publish_member_sync(channel_id: str) -> None:
 
 
 @shared_task(name="wire_bridge.tasks.respond_to_command", queue=Queue.RESPOND.value)
-def respond_to_command(channel_id: str, wire_msg_id: str, user_id: str, kind: str, key: str, outcome: str) -> None:
+def respond_to_command(channel_id: str, wire_msg_id: str, user_id: str, kind: str, outcome: str) -> None:
     try:
-        respond.reply_to_command(channel_id, wire_msg_id, user_id, kind, key, outcome)
+        respond.reply_to_command(channel_id, wire_msg_id, user_id, kind, outcome)
     except OutboundError as exc:
         logger.warning("reply not delivered: channel=%s msg=%s (%s)", channel_id, wire_msg_id, type(exc).__name__)
 
@@ -102,8 +103,9 @@ def respond_to_button(
 
 @shared_task(name="wire_bridge.tasks.send_message", queue=Queue.RESPOND.value)
 def send_message(
-    channel_id: str, key: str, buttons: list[list[str]] | None = None, reply_to: str | None = None
+    channel_id: str, message_ref: str, buttons: list[list[str]] | None = None, reply_to: str | None = None
 ) -> None:
+    key = claimcheck.key_for(channel_id, message_ref)
     text = claimcheck.claim(key)
     if text is None:
         logger.info("send_message expired: channel=%s", channel_id)

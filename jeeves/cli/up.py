@@ -62,7 +62,12 @@ def run(options: dict[str, Any], command) -> None:
     python = sys.executable
     pgdata: Path | None = None
 
+    if not settings.EMBEDDED:
+        from jeeves.startup import refuse_unsafe_start
+
+        refuse_unsafe_start("jeeves up")
     if not env.get("DATABASE_URL"):
+        env["JEEVES_EMBEDDED"] = "1"  # its processes run on the embedded services: the local secrets
         pgdata = embedded.pg_data_dir(data_root)
         command.stdout.write(f"Starting embedded PostgreSQL in {pgdata} ...")
         admin_url = embedded.start_postgres(pgdata)
@@ -98,8 +103,10 @@ def run(options: dict[str, Any], command) -> None:
             flower=not options["no_flower"],
         ).items():
             manager.add_process(name, cmd, env=env, cwd=str(settings.BASE_DIR))
+        user = cfg.flower_basic_auth.partition(":")[0]
         command.stdout.write(
             f"Jeeves is up: admin http://127.0.0.1:{cfg.web_port}/admin/  flower http://127.0.0.1:{cfg.flower_port}/"
+            f" (user {user}; password from JEEVES_FLOWER_BASIC_AUTH or {data_root / 'flower_password'})"
             "  (Ctrl-C stops everything)"
         )
         manager.loop()

@@ -162,7 +162,7 @@ def test_classify_drops_a_message_deleted_before_a_worker_reached_it(jeeves_sett
     services.record_receipt(channel.channel_id, wire_msg_id, author_id=BOT_FREE, sent_at=datetime.now(UTC))
     key = claimcheck.park(channel.channel_id, wire_msg_id, "just checking: is the standup moved to ten?")
     forgetting.tombstone(channel.channel_id, wire_msg_id)
-    classify_message(channel_id=channel.channel_id, wire_msg_id=wire_msg_id, key=key, epoch=0)
+    classify_message(channel_id=channel.channel_id, wire_msg_id=wire_msg_id, epoch=0)
     assert services.receipt_tier(channel.channel_id, wire_msg_id) == 0
     assert not ConversationSignal.objects.filter(channel=channel).exists()
     assert claimcheck.claim(key) is None

@@ -41,8 +41,8 @@ def _arrive(channel: ChannelConfig, conv: dict, message: dict) -> str:
 
 def _classify(channel: ChannelConfig, conv: dict, messages: list[dict]) -> None:
     for message in messages:
-        key = _arrive(channel, conv, message)
-        classify_message(channel.channel_id, message["id"], key, channel.epoch)
+        _arrive(channel, conv, message)
+        classify_message(channel.channel_id, message["id"], channel.epoch)
 
 
 def _message_rows(channel_id: str):
@@ -85,8 +85,8 @@ def test_on_one_row_per_message_idempotent_consented_forgotten(conv):
         # Redelivery, task level (the receipt says classified) and service level (a worker killed
         # after the vector but before the receipt moved on): still one row per message.
         first = messages[0]
-        key = claimcheck.park(channel.channel_id, first["id"], first["text"])
-        classify_message(channel.channel_id, first["id"], key, channel.epoch)
+        claimcheck.park(channel.channel_id, first["id"], first["text"])
+        classify_message(channel.channel_id, first["id"], channel.epoch)
         classify.classify_message(channel, first["id"], first["text"])
         # Two workers racing past the existence check: the unique index settles it.
         again = services.record_message_embedding(

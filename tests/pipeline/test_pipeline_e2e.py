@@ -172,7 +172,7 @@ def test_worker_drops_tasks_of_a_paused_or_moved_on_channel(pipeline_worker, jee
     cid = channel.channel_id
     services.record_receipt(cid, "old-epoch", author_id=None, sent_at=None)
     key = claimcheck.park(cid, "old-epoch", "let's go with the blue one, final call")
-    classify_message.apply_async(kwargs={"channel_id": cid, "wire_msg_id": "old-epoch", "key": key, "epoch": 1})
+    classify_message.apply_async(kwargs={"channel_id": cid, "wire_msg_id": "old-epoch", "epoch": 1})
     wait_for(lambda: MessageReceipt.objects.get(channel_id=cid, wire_msg_id="old-epoch").outcome == "dropped", 60)
     assert redis_client.get(key) is None  # the text is discarded with the task
 
@@ -189,15 +189,13 @@ def test_an_expired_claim_check_is_dropped_and_counted(pipeline_worker, jeeves_c
     cid = channel.channel_id
     services.record_receipt(cid, "gone", author_id=None, sent_at=None)
     # No text parked under the key: its TTL passed before a worker reached the task.
-    classify_message.apply_async(
-        kwargs={"channel_id": cid, "wire_msg_id": "gone", "key": claimcheck.key_for(cid, "gone"), "epoch": 0}
-    )
+    classify_message.apply_async(kwargs={"channel_id": cid, "wire_msg_id": "gone", "epoch": 0})
     wait_for(lambda: MessageReceipt.objects.get(channel_id=cid, wire_msg_id="gone").outcome == "expired", 60)
     assert PipelineCounter.objects.get(channel_id=cid, name="expired").value == 1
     # A task past its Celery `expires` is dropped by Celery and counted too.
     services.record_receipt(cid, "late", author_id=None, sent_at=None)
     classify_message.apply_async(
-        kwargs={"channel_id": cid, "wire_msg_id": "late", "key": claimcheck.key_for(cid, "late"), "epoch": 0},
+        kwargs={"channel_id": cid, "wire_msg_id": "late", "epoch": 0},
         expires=datetime.now(UTC) - timedelta(seconds=1),
     )
     wait_for(lambda: PipelineCounter.objects.get(channel_id=cid, name="expired").value == 2, 60)

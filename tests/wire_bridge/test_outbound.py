@@ -97,3 +97,19 @@ def test_roman_reply_uses_the_channels_own_token_and_polls_map_back(fake_roman):
         outbound.send(second, Reply("hello?"))
     assert ChannelConfig.objects.get(channel_id=second).left_at is not None
     assert fake_roman.errors == []
+
+
+def test_send_message_posts_only_the_text_of_the_channel_it_writes_to(sidecar):
+    """A task sent by hand (Flower's API can send any) names a channel and a ref, never a text key:
+    another channel's parked text cannot be posted here."""
+    from pipeline import claimcheck
+    from wire_bridge.tasks import send_message
+
+    theirs, mine = _channel(), _channel()
+    claimcheck.park(theirs, "stale:ACT-0001:1", "their private nudge")
+    send_message(channel_id=mine, message_ref="stale:ACT-0001:1")  # the task's body, as a worker runs it
+    with pytest.raises(TypeError):
+        send_message(channel_id=mine, key=claimcheck.key_for(theirs, "stale:ACT-0001:1"))
+    send_message(channel_id=theirs, message_ref="stale:ACT-0001:1")
+    [sent] = sidecar.wait_for_messages(1)
+    assert (sent["conversationId"]["id"], sent["text"]) == (theirs.partition("@")[0], "their private nudge")

@@ -29,9 +29,10 @@ class Command(BaseCommand):
 
     @staticmethod
     def _module(name: str):
+        module = f"jeeves.cli.{name.replace('-', '_')}"
         try:
-            return importlib.import_module(f"jeeves.cli.{name}")
+            return importlib.import_module(module)
         except ModuleNotFoundError as exc:
-            if exc.name == f"jeeves.cli.{name}":
+            if exc.name == module:
                 return None  # subcommand not built yet
             raise
