@@ -48,17 +48,22 @@ def run(options: dict[str, Any], command: Any) -> None:
 
         cfg = settings.JEEVES
         replayer = replay.Replayer(options["url"], cfg.wire_secret, cfg.wire_app_id, options["timeout"], quiet=True)
+        from django.utils import timezone
+
         predicted = []
         for conv in convs.values():
             replay._reset(conv["channel"]["id"])
+            since = timezone.now()
             stats = replayer.replay(conv)
-            predicted.append(replay.collect(conv["channel"]["id"], conv["id"], stats))
+            predicted.append(replay.collect(conv["channel"]["id"], conv["id"], stats, since))
     by_conv = {p["conversation"]: p for p in predicted}
     report = score({cid: (conv, by_conv.get(cid)) for cid, conv in convs.items()})
     rows: list[dict[str, Any]] = []
     if options["answers"]:
-        rows, report["answers"] = answers(Path(options["path"]), convs)
+        rows, probes, report["answers"] = answers(Path(options["path"]), convs)
         report["answers"]["per_question"] = rows
+        report["questions"] = questions(rows)
+        report["cross_channel"] = cross_channel(probes)
     if options["json"]:
         command.stdout.write(json.dumps(report, ensure_ascii=False))
         return
@@ -71,13 +76,13 @@ def run(options: dict[str, Any], command: Any) -> None:
         command.stdout.write("".join(f"  {line}\n" for line in lines))
 
 
-def answers(path: Path, convs: dict[str, dict]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def answers(path: Path, convs: dict[str, dict]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """Ask every gold question of every conversation, and the probes, in the configured database."""
     from retrieval import evaluation
 
     rows = [row for conv in convs.values() for row in evaluation.score_conversation(conv)]
     probes = evaluation.score_probes(evaluation.load_probes(path, convs), convs)
-    return rows, evaluation.summarise(rows, probes)
+    return rows, probes, evaluation.summarise(rows, probes)
 
 
 # --------------------------------------------------------------------------- scoring
@@ -120,11 +125,28 @@ def _local_date(iso: str | None, tz: str) -> str | None:
     return datetime.fromisoformat(iso).astimezone(ZoneInfo(tz)).date().isoformat()
 
 
+_NOTHING: dict[str, Any] = {"decisions": [], "actions": [], "entities": [], "signals": []}
+
+
 def score(pairs: dict[str, tuple[dict, dict | None]]) -> dict[str, Any]:
+    """The report's sections that need no questions asked: each section is its own function.
+    (`questions` and `cross_channel` are added by `run` when `--answers` asks them.)"""
+    report = extraction(pairs)
+    report["categories"] = categories(pairs)
+    report["ignored_evidence"] = ignored_evidence(report["per_conversation"])
+    report["contradictions"] = contradictions(pairs)
+    report["cost"] = cost(pairs)
+    report["questions"] = None
+    report["cross_channel"] = None
+    return report
+
+
+def extraction(pairs: dict[str, tuple[dict, dict | None]]) -> dict[str, Any]:
+    """Decisions and actions (P/R/F1, owner and deadline accuracy), entities, per conversation."""
     totals: Counter = Counter()
     per_conv: dict[str, Any] = {}
     for cid, (conv, got) in sorted(pairs.items()):
-        got = got or {"decisions": [], "actions": [], "entities": [], "signals": []}
+        got = got or _NOTHING
         gold = conv["gold"]
         tz = conv["channel"].get("timezone", "UTC")
         row: dict[str, Any] = {}
@@ -189,6 +211,118 @@ def score(pairs: dict[str, tuple[dict, dict | None]]) -> dict[str, Any]:
     }
 
 
+def _prf(tp: int, fp: int, fn: int) -> dict[str, float]:
+    p = tp / (tp + fp) if tp + fp else 0.0
+    r = tp / (tp + fn) if tp + fn else 0.0
+    return {"precision": round(p, 3), "recall": round(r, 3), "f1": round(2 * p * r / (p + r), 3) if p + r else 0.0}
+
+
+def categories(pairs: dict[str, tuple[dict, dict | None]]) -> dict[str, Any]:
+    """Tier 1 against `gold.categories`, over the messages Tier 1 classified (multi-label: per category
+    P/R/F1 and their macro F1). Commands and paused/secure messages never reach Tier 1; `classified`
+    says how many of the labelled messages did."""
+    counts: dict[str, Counter] = {}
+    labelled = classified = exact = 0
+    for conv, got in pairs.values():
+        gold = conv["gold"].get("categories", {})
+        predicted = (got or {}).get("categories") or {}
+        labelled += len(gold)
+        for msg_id, wanted in gold.items():
+            if msg_id not in predicted:
+                continue
+            classified += 1
+            want, have = set(wanted), set(predicted[msg_id])
+            exact += want == have
+            for cat in want | have:
+                c = counts.setdefault(cat, Counter())
+                c["tp"] += cat in want and cat in have
+                c["fp"] += cat in have and cat not in want
+                c["fn"] += cat in want and cat not in have
+    per = {cat: {**_prf(c["tp"], c["fp"], c["fn"]), "support": c["tp"] + c["fn"]} for cat, c in sorted(counts.items())}
+    scored = [v["f1"] for v in per.values() if v["support"]]
+    return {
+        "macro_f1": round(sum(scored) / len(scored), 3) if scored else 0.0,
+        "exact_match": round(exact / classified, 3) if classified else 0.0,
+        "labelled": labelled,
+        "classified": classified,
+        "per_category": per,
+    }
+
+
+def ignored_evidence(per_conv: dict[str, Any]) -> dict[str, Any]:
+    """Messages of `gold.ignored` (sent while paused or secure) that any stored record rests on: must be none."""
+    leaks = {cid: row["ignored_leaks"] for cid, row in per_conv.items() if row["ignored_leaks"]}
+    return {"leaks": sum(len(v) for v in leaks.values()), "by_conversation": leaks}
+
+
+def contradictions(pairs: dict[str, tuple[dict, dict | None]]) -> dict[str, Any]:
+    """Gold contradiction pairs against the pairs the replay lists as flagged (`contradictions`: pairs of
+    decision ids); a flagged pair is right when its two decisions match the two of a gold pair."""
+    gold_n = flagged_n = right = 0
+    for conv, got in pairs.values():
+        got = got or _NOTHING
+        wanted = {frozenset(pair) for pair in conv["gold"].get("contradictions", [])}
+        gold_n += len(wanted)
+        flagged = got.get("contradictions") or []
+        flagged_n += len(flagged)
+        decisions = got["decisions"]
+        gold_of = {
+            decisions[i]["id"]: conv["gold"]["decisions"][j]["id"]
+            for i, j in match(decisions, conv["gold"]["decisions"])
+        }
+        found = {frozenset(gold_of.get(d) for d in pair) for pair in flagged}
+        right += len(found & wanted)
+    return {"gold": gold_n, "flagged": flagged_n, "right": right, "false_flags": flagged_n - right}
+
+
+def cost(pairs: dict[str, tuple[dict, dict | None]]) -> dict[str, Any]:
+    """Model calls and tokens per 100 messages, per slot, over the replays (`llm_calls`; `local` is free)."""
+    messages = sum(len(conv["messages"]) for conv, _ in pairs.values())
+    slots: dict[str, Counter] = {}
+    for _conv, got in pairs.values():
+        for slot, usage in ((got or {}).get("llm_calls") or {}).items():
+            slots.setdefault(slot, Counter()).update(usage)
+    per_100 = 100 / messages if messages else 0.0
+    return {
+        "messages": messages,
+        "per_100_messages": {
+            slot: {key: round(value * per_100, 2) for key, value in sorted(c.items())}
+            for slot, c in sorted(slots.items())
+        },
+        "tokens_per_100_messages": round(
+            sum(c["prompt_tokens"] + c["completion_tokens"] for c in slots.values()) * per_100, 1
+        ),
+    }
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))], 1) if ordered else 0.0
+
+
+def questions(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Answerable questions with an expected record in the top 5, no-record questions answered so, answer time."""
+    answerable = [r for r in rows if not r["no_record"]]
+    none = [r for r in rows if r["no_record"]]
+    ms = [sum(r["timings_ms"].values()) for r in rows]
+    return {
+        "asked": len(rows),
+        "top5_recall": round(sum(r["ok"] for r in answerable) / len(answerable), 3) if answerable else 0.0,
+        "no_record_accuracy": round(sum(r["ok"] for r in none) / len(none), 3) if none else 0.0,
+        "answer_ms_p50": _pct(ms, 50),
+        "answer_ms_p95": _pct(ms, 95),
+    }
+
+
+def cross_channel(probes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Questions asked in one channel about another's knowledge: any cited record of another channel leaks."""
+    return {
+        "probes": len(probes),
+        "answered_no_record": sum(p["ok"] for p in probes),
+        "leaks": sum(len(p["leaked"]) for p in probes),
+    }
+
+
 def render(report: dict[str, Any], *, verbose: bool) -> str:
     d, a, e = report["decisions"], report["actions"], report["entities"]
     lines = [
@@ -201,6 +335,19 @@ def render(report: dict[str, Any], *, verbose: bool) -> str:
         f"action owner accuracy {a['owner_accuracy']:.2f}, deadline accuracy {a['deadline_accuracy']:.2f} "
         f"(of matched actions); ignored-message leaks: {report['ignored_leaks']}",
     ]
+    cats = report["categories"]
+    lines.append(
+        f"Tier 1 categories: macro F1 {cats['macro_f1']:.2f} over {cats['classified']}/{cats['labelled']} labelled "
+        "messages classified; " + ", ".join(f"{k} {v['f1']:.2f}" for k, v in cats["per_category"].items())
+    )
+    c = report["contradictions"]
+    lines.append(f"contradictions: {c['right']}/{c['gold']} gold pairs flagged, {c['false_flags']} false flags")
+    cost = report["cost"]
+    lines.append(
+        "model calls per 100 messages: "
+        + (", ".join(f"{slot} {u['calls']:g}" for slot, u in cost["per_100_messages"].items()) or "none")
+        + f"; tokens per 100 messages {cost['tokens_per_100_messages']:g}"
+    )
     if verbose:
         for cid, row in report["per_conversation"].items():
             lines.append(

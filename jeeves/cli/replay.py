@@ -11,10 +11,12 @@ import json
 import sys
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import CommandError
+from django.utils import timezone
 
 help = "Replay evalset conversation file(s) through the bridge at --url and print what Jeeves extracted."
 
@@ -54,8 +56,9 @@ def run(options: dict[str, Any], command: Any) -> None:
         conv = json.loads(file.read_text(encoding="utf-8"))
         if options["reset"]:
             _reset(conv["channel"]["id"])
+        since = timezone.now()
         stats = replayer.replay(conv)
-        channels.append(collect(conv["channel"]["id"], conv["id"], stats))
+        channels.append(collect(conv["channel"]["id"], conv["id"], stats, since))
     if options["json"]:
         command.stdout.write(json.dumps({"channels": channels}, ensure_ascii=False, default=str))
     else:
@@ -198,8 +201,11 @@ def _queues_empty() -> bool:
 # --------------------------------------------------------------------------- what was extracted
 
 
-def collect(channel_id: str, conversation: str, outcomes: dict[str, int]) -> dict[str, Any]:
-    """The channel's knowledge as the issue's JSON object (ids, synthesised text, source refs)."""
+def collect(
+    channel_id: str, conversation: str, outcomes: dict[str, int], since: datetime | None = None
+) -> dict[str, Any]:
+    """The channel's knowledge as the issue's JSON object (ids, synthesised text, source refs), Tier 1's
+    categories per message, and the model calls made for the channel (since `since`: the replay's start)."""
     from knowledge.models import (
         Action,
         ConversationSignal,
@@ -256,7 +262,29 @@ def collect(channel_id: str, conversation: str, outcomes: dict[str, int]) -> dic
             "dropped": outcomes.get("dropped", 0) + receipts.filter(outcome=MessageReceipt.Outcome.DROPPED).count(),
             "expired": receipts.filter(outcome=MessageReceipt.Outcome.EXPIRED).count(),
         },
+        # Labels only (never text): what Tier 1 made of each message it classified.
+        "categories": dict(receipts.filter(tier__gte=1).values_list("wire_msg_id", "categories")),
+        "llm_calls": llm_usage(channel_id, since),
     }
+
+
+def llm_usage(channel_id: str, since: datetime | None) -> dict[str, dict[str, int]]:
+    """Per slot: calls, fallbacks and tokens recorded in `llm_calls` for the channel (since `since`)."""
+    from django.db.models import Count, Q, Sum
+
+    from knowledge.models import LlmCall
+
+    calls = LlmCall.objects.filter(channel_id=channel_id)
+    if since is not None:
+        calls = calls.filter(created_at__gte=since)
+    rows = calls.values("slot").annotate(
+        calls=Count("id"),
+        local=Count("id", filter=Q(model="local")),
+        fallbacks=Count("id", filter=Q(fallback_used=True)),
+        prompt_tokens=Sum("prompt_tokens", default=0),
+        completion_tokens=Sum("completion_tokens", default=0),
+    )
+    return {row.pop("slot"): row for row in rows.order_by("slot")}
 
 
 def render(channel: dict[str, Any]) -> str:

@@ -82,8 +82,13 @@ def test_replayed_conversations_yield_the_gold_decisions_and_actions(live_server
         "relationships",
         "signals",
         "messages",
+        "categories",
+        "llm_calls",
     }
     assert channel["messages"]["received"] > 30 and channel["messages"]["expired"] == 0
+    # Tier 1's labels per message (never text) and the model calls of the replay, for `jeeves eval`.
+    assert len(channel["categories"]) > 30 and all(channel["categories"].values())
+    assert channel["llm_calls"]["classify"]["calls"] == channel["llm_calls"]["classify"]["local"] > 30
     assert channel["decisions"][0]["id"] == "DEC-0001"
     assert set(channel["decisions"][0]["source_ref"]) == {"wire_msg_ids", "timestamp_range"}
 

@@ -73,6 +73,11 @@ def test_eval_answers_scores_questions_and_probes(tmp_path):
     }
     # Asked in conv-012 about conv-001's retry limit: no record there, and nothing of conv-001 cited.
     assert (got["probes"], got["probes_right"], got["probes_leaked"]) == (1, 1, 0)
+    # The report's own sections (jeeves eval --json): the same figures, and the answer times.
+    assert report["questions"]["asked"] == 7
+    assert report["questions"]["top5_recall"] == round(got["answerable_top5"] / 6, 3)
+    assert 0 < report["questions"]["answer_ms_p50"] <= report["questions"]["answer_ms_p95"]
+    assert report["cross_channel"] == {"probes": 1, "answered_no_record": 1, "leaks": 0}
 
     text = io.StringIO()
     call_command("jeeves", "eval", str(tmp_path), "--from", str(saved), "--answers", stdout=text)
