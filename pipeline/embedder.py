@@ -25,7 +25,7 @@ _model: Any = None
 _disabled = False
 
 
-def _local_model() -> Any:
+def local_model() -> Any:
     global _model
     if _model is None:
         with _lock:
@@ -39,10 +39,10 @@ def _local_model() -> Any:
 
 
 def _embed_local(texts: list[str]) -> list[list[float]]:
-    vectors = _local_model().encode(
+    vectors = local_model().encode(
         texts, batch_size=_BATCH, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
     )
-    return [[float(x) for x in row] for row in vectors]
+    return vectors.tolist()  # float32 → Python floats, in C (a per-element loop cost ~15 µs a vector)
 
 
 def _embed_remote(model: str, texts: list[str]) -> list[list[float]]:
