@@ -7,9 +7,10 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -17,12 +18,12 @@ from django.db import connection
 from django.utils import timezone
 
 from retrieval import answer as answers
-from retrieval import paths
+from retrieval import parallel, paths
 from retrieval.config import RetrievalConfig
 from retrieval.fusion import Fused, RecordKey, fuse
 from retrieval.pack import build_pack
 from retrieval.plan import PlanContext, QueryPlan, analyse
-from retrieval.records import Record, contradicting_pairs, hydrate
+from retrieval.records import Hydrator, Record, contradicting_pairs
 from retrieval.relevance import rerank, settled
 from retrieval.scope import RetrievalScope, UnknownChannel
 
@@ -57,7 +58,7 @@ class Retrieval:
     records: dict[RecordKey, Record]
     path_hits: dict[str, list[RecordKey]]
     timings_ms: dict[str, float]
-    path_ms: dict[str, float] = field(default_factory=dict)  # per path and hydration, for the bench
+    path_ms: dict[str, float] = field(default_factory=dict)  # per path (its hydration included), for the bench
 
     def ranked(self) -> list[Record]:
         return [self.records[f.key] for f in self.fused]
@@ -91,6 +92,28 @@ def plan_context(scope: RetrievalScope, now: datetime) -> PlanContext:
     return PlanContext(now=now, asker_id=scope.user_id, entity_names=entity_names, members=members)
 
 
+_contexts: dict[RetrievalScope, tuple[float, PlanContext]] = {}
+_contexts_lock = threading.Lock()
+_CONTEXTS_MAX = 256
+
+
+def cached_plan_context(scope: RetrievalScope, now: datetime, ttl_s: float) -> PlanContext:
+    """`plan_context`, kept per scope for `ttl_s` seconds: a conversation asks several questions in a row, and
+    the names only steer the search (a name learnt in the last seconds is missed, never a record shown)."""
+    if ttl_s <= 0:
+        return plan_context(scope, now)
+    with _contexts_lock:
+        cached = _contexts.get(scope)
+    if cached is not None and time.monotonic() - cached[0] < ttl_s:
+        return replace(cached[1], now=now)
+    ctx = plan_context(scope, now)
+    with _contexts_lock:
+        if len(_contexts) >= _CONTEXTS_MAX:
+            _contexts.clear()
+        _contexts[scope] = (time.monotonic(), ctx)
+    return ctx
+
+
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 2)
 
@@ -122,31 +145,30 @@ def retrieve(
     timings: dict[str, float] = {}
     t = time.perf_counter()
     if plan is None:
-        plan = analyse(question, plan_context(scope, now), channel_id=scope.channel_id)
+        plan = analyse(question, cached_plan_context(scope, now, cfg.plan_context_ttl_s), channel_id=scope.channel_id)
     timings["plan"] = _ms(t)
 
     t = time.perf_counter()
     if query_vector is None:  # the semantic path and the relevance judgement both use it
         query_vector = _query_vector(question)
-    runners = {
-        "structured": lambda: paths.structured(plan, scope, cfg),
-        "semantic": lambda: paths.semantic(plan, scope, cfg, query_vector),
-        "fulltext": lambda: paths.fulltext(plan, scope, cfg),
-        "graph": lambda: paths.graph(plan, scope, cfg),
-        "summary": lambda: paths.summary(plan, scope, cfg),
+    # Each path reads its hits' records in its own statement (inside `scope` again), and the paths run side
+    # by side on connections of their own: the step waits for the slowest path, not for their sum.
+    hydrator = Hydrator(scope, question_vector=query_vector, terms=plan.keywords)
+    runners: dict[str, Callable[[], list[RecordKey]]] = {
+        "structured": lambda: paths.structured(plan, scope, cfg, hydrator.fetch),
+        "semantic": lambda: paths.semantic(plan, scope, cfg, query_vector, hydrator.fetch),
+        "fulltext": lambda: paths.fulltext(plan, scope, cfg, hydrator.fetch),
+        "graph": lambda: paths.graph(plan, scope, cfg, hydrator.fetch),
+        "summary": lambda: paths.summary(plan, scope, cfg, hydrator.fetch),
     }
-    hits: dict[str, list[RecordKey]] = {}
-    path_ms: dict[str, float] = {}
-    for name, run in runners.items():
-        if name in plan.paths:
-            started = time.perf_counter()
-            hits[name] = run()
-            path_ms[name] = _ms(started)
-    started = time.perf_counter()
-    records = hydrate(
-        {k for keys in hits.values() for k in keys}, scope, question_vector=query_vector, terms=plan.keywords
+    done = parallel.run(
+        {name: run for name, run in runners.items() if name in plan.paths},
+        threads=cfg.path_threads,
+        prepare=lambda: paths.configure_session(cfg),
     )
-    path_ms["hydrate"] = _ms(started)
+    hits = {name: found for name, (found, _ms_taken) in done.items()}
+    path_ms = {name: ms for name, (_found, ms) in done.items()}
+    records = hydrator.records
     timings["paths"] = _ms(t)
 
     t = time.perf_counter()

@@ -40,6 +40,10 @@ class RetrievalConfig:
     scope_first_max_rows: int = 5000
     graph_depth: int = 3
     top_n: int = 10
+    # Threads (each with its own database connection) the paths run on side by side (retrieval.parallel).
+    path_threads: int = 5
+    # The planner's names of a scope (entities, people) are kept this long per scope (retrieval.ask).
+    plan_context_ttl_s: float = 5.0
 
     @classmethod
     def from_settings(cls) -> RetrievalConfig:

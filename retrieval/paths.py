@@ -1,4 +1,7 @@
-"""The five retrieval paths. Each runs one scoped SQL query (scope inside the WHERE) and returns keys, best first.
+"""The five retrieval paths. Each runs one scoped SQL statement (scope inside the WHERE) and returns keys, best first.
+
+Each path hands its statement to `fetch`: by default `keys` runs it and returns the keys; the question path
+passes `records.Hydrator.fetch`, which reads the records (inside the scope again) in the same statement.
 
 structured: decisions/actions by friendly id, owner, status, type, date range, tag;
 semantic: pgvector HNSW cosine over `embeddings` (iterative index scan, so a small channel still gets k);
@@ -9,7 +12,8 @@ summary: summaries overlapping the time range (or matching the words when there 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 
 from django.db import connection, transaction
 
@@ -27,12 +31,20 @@ def _fetch(sql: str, params: dict[str, object]) -> list[tuple]:
         return cur.fetchall()
 
 
+def keys(sql: str, params: dict[str, object], kinds: Iterable[str] = ()) -> list[RecordKey]:
+    """The keys of a path's statement (its rows start with type and id), best first."""
+    return [(row[0], row[1]) for row in _fetch(sql, params)]
+
+
+Fetch = Callable[..., list[RecordKey]]  # (sql, params, kinds) -> keys: `keys`, or records.Hydrator.fetch
+
+
 # --------------------------------------------------------------------------- structured
 
 _ACTION_TIME = "COALESCE((a.source_ref->'timestamp_range'->>'start')::timestamptz, a.created_at)"
 
 
-def structured(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> list[RecordKey]:
+def structured(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: Fetch = keys) -> list[RecordKey]:
     """Filters, not words: runs only when the plan names an id, an owner, a status, a type, a date or a tag."""
     params: dict[str, object] = {
         **scope.params(),
@@ -91,7 +103,7 @@ def structured(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> 
             f" FROM actions a WHERE {' AND '.join(cond)} ORDER BY {_ACTION_TIME} DESC LIMIT %(k)s)"
         )
     sql = f"SELECT t, id, tagged, at FROM ({' UNION ALL '.join(parts)}) x ORDER BY tagged DESC, at DESC LIMIT %(k)s"
-    return [(t, rid) for t, rid, _tagged, _at in _fetch(sql, params)]
+    return fetch(sql, params, want)
 
 
 # --------------------------------------------------------------------------- semantic
@@ -102,8 +114,42 @@ def structured(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> 
 SEARCHED_KINDS = "e.source_id IS NOT NULL AND e.source_type IN ('decision', 'action', 'signal', 'summary', 'entity')"
 
 
+_configured = threading.local()
+
+
+def hnsw_settings(cfg: RetrievalConfig, *, local: bool) -> tuple[str, dict[str, str]]:
+    """The settings the iterative HNSW scan needs: for the transaction (`local`) or the connection's session.
+
+    relaxed_order: the index keeps scanning past rows the scope filters out (pgvector >= 0.8).
+    """
+    sql = (
+        "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', %(local)s),"
+        " set_config('hnsw.ef_search', %(ef)s, %(local)s), set_config('hnsw.max_scan_tuples', %(max_scan)s, %(local)s)"
+    )
+    return sql, {"local": local, "ef": str(int(cfg.hnsw_ef_search)), "max_scan": str(int(cfg.hnsw_max_scan_tuples))}
+
+
+def configure_session(cfg: RetrievalConfig) -> None:
+    """Give this thread's connection the HNSW settings for its session (a connection only retrieval uses)."""
+    raw = connection.connection
+    if raw is not None and getattr(_configured, "raw", None) is raw:
+        return
+    sql, params = hnsw_settings(cfg, local=False)
+    _fetch(sql, params)
+    _configured.raw = connection.connection
+
+
+def _session_configured() -> bool:
+    raw = connection.connection
+    return raw is not None and getattr(_configured, "raw", None) is raw
+
+
 def semantic(
-    plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, query_vector: Sequence[float] | None
+    plan: QueryPlan,
+    scope: RetrievalScope,
+    cfg: RetrievalConfig,
+    query_vector: Sequence[float] | None,
+    fetch: Fetch = keys,
 ) -> list[RecordKey]:
     """Nearest records by cosine, scope in the same query.
 
@@ -123,44 +169,32 @@ def semantic(
         "cap": cfg.exact_scan_max_rows + 1,
     }
     where = f"{scope.embeddings('e')} AND {SEARCHED_KINDS}"
-    # One round trip for the common case: the scope's rows (btree, at most cap of them; MATERIALIZED so the
-    # HNSW index is not used) and their count. When the count is at or under the threshold this IS the exact
-    # answer; above it the scope is large, and the iterative HNSW scan below takes over.
-    rows = _fetch(
-        f"""
+    # One statement, two branches gated by the scope's size (a constant of the statement, so only one runs):
+    # the scope's rows read through the btree (at most cap of them; MATERIALIZED so the HNSW index is not
+    # used), which ARE the exact answer when there are no more than the threshold; else the iterative HNSW
+    # scan (relaxed order, so re-sorted by distance).
+    sql = f"""
         WITH scoped AS MATERIALIZED (
             SELECT e.source_type, e.source_id, e.embedding <=> %(q)s::vector AS dist FROM embeddings e
             WHERE {where} LIMIT %(cap)s
         )
-        SELECT n.n, top.source_type, top.source_id::text, top.sim
-        FROM (SELECT count(*) AS n FROM scoped) n
-        LEFT JOIN LATERAL (
-            SELECT source_type, source_id, 1 - dist AS sim FROM scoped
-            WHERE 1 - dist >= %(min_sim)s ORDER BY dist LIMIT %(k)s
-        ) top ON true
-        """,
-        params,
-    )
-    if rows[0][0] <= cfg.exact_scan_max_rows:
-        return [(t, rid) for _n, t, rid, _sim in rows if t is not None]
-    sql = f"""
-        SELECT source_type, source_id::text, sim FROM (
-            SELECT e.source_type, e.source_id, 1 - (e.embedding <=> %(q)s::vector) AS sim
-            FROM embeddings e WHERE {where}
-            ORDER BY e.embedding <=> %(q)s::vector
-            LIMIT %(k)s
-        ) nearest WHERE sim >= %(min_sim)s ORDER BY sim DESC
+        (SELECT source_type AS t, source_id::text AS id FROM scoped
+         WHERE (SELECT count(*) FROM scoped) < %(cap)s AND 1 - dist >= %(min_sim)s ORDER BY dist LIMIT %(k)s)
+        UNION ALL
+        (SELECT t, id FROM (
+            SELECT e.source_type AS t, e.source_id::text AS id, e.embedding <=> %(q)s::vector AS dist
+            FROM embeddings e WHERE {where} AND (SELECT count(*) FROM scoped) >= %(cap)s
+            ORDER BY e.embedding <=> %(q)s::vector LIMIT %(k)s
+         ) nearest WHERE 1 - dist >= %(min_sim)s ORDER BY dist)
     """
-    with transaction.atomic(), connection.cursor() as cur:
-        # relaxed_order: the index keeps scanning past rows the scope filters out (pgvector >= 0.8).
-        cur.execute(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-            " set_config('hnsw.ef_search', %(ef)s, true), set_config('hnsw.max_scan_tuples', %(max_scan)s, true)",
-            {"ef": str(int(cfg.hnsw_ef_search)), "max_scan": str(int(cfg.hnsw_max_scan_tuples))},
-        )
-        cur.execute(sql, params)
-        rows = cur.fetchall()
-    return [(t, rid) for t, rid, _sim in rows]
+    if _session_configured():
+        return fetch(sql, params)
+    if connection.in_atomic_block:  # the caller's transaction: the settings last until it ends
+        _fetch(*hnsw_settings(cfg, local=True))
+        return fetch(sql, params)
+    with transaction.atomic():
+        _fetch(*hnsw_settings(cfg, local=True))
+        return fetch(sql, params)
 
 
 # --------------------------------------------------------------------------- full text
@@ -228,7 +262,7 @@ def _scope_first(
     return cte, branch
 
 
-def fulltext(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> list[RecordKey]:
+def fulltext(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: Fetch = keys) -> list[RecordKey]:
     """Any of the question's words (OR), ranked by how many of them a record covers, then ts_rank_cd."""
     if not plan.keywords:
         return []
@@ -264,17 +298,17 @@ def fulltext(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> li
         f"WITH {', '.join(ctes)} SELECT t, id FROM ({' UNION ALL '.join(branches)}) hits"
         " WHERE cov >= %(min_cov)s ORDER BY cov DESC, rank DESC LIMIT %(k)s"
     )
-    return [(t, rid) for t, rid in _fetch(sql, params)]
+    return fetch(sql, params, ("decision", "action", "signal", "summary"))
 
 
 # --------------------------------------------------------------------------- graph
 
 
-def graph(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> list[RecordKey]:
+def graph(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: Fetch = keys) -> list[RecordKey]:
     """BFS from the plan's entities over relationships (every hop stays in scope), nearest first.
 
     Returns the entities reached, and after them the records that name a reached neighbour, so
-    "what blocks X" finds the records about whatever blocks X.
+    "what blocks X" finds the records about whatever blocks X. One statement: the walk, then the records.
     """
     if not plan.entities:
         return []
@@ -283,7 +317,27 @@ def graph(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> list[
         "names": [n.lower() for n in plan.entities],
         "depth": cfg.graph_depth,
         "k": cfg.k["graph"],
+        "scope_cap": cfg.scope_first_max_rows + 1,
     }
+    # The neighbours' names as one OR query; records are read scope rows first (see _scope_first).
+    q = "nq.q"
+    ctes, branches = [], []
+    for kind, table, alias, predicate in (
+        ("decision", "decisions", "d", scope.decisions("d") + " AND d.status <> 'rejected'"),
+        ("action", "actions", "a", scope.actions("a")),
+    ):
+        cte, branch = _scope_first(
+            f"scoped_{kind}",
+            table,
+            alias,
+            predicate,
+            match=f"{alias}.search_vector @@ {q}",
+            select=f"'{kind}' AS t, {alias}.id::text AS id, ts_rank_cd({alias}.search_vector, {q}) AS rank",
+            order="rank DESC",
+            join=", nq",
+        )
+        ctes.append(cte)
+        branches.append(branch)
     sql = f"""
         WITH RECURSIVE walk(id, depth) AS (
             SELECT e.id, 0 FROM entities e
@@ -296,52 +350,39 @@ def graph(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> list[
             JOIN entity_relationships r ON (r.source_id = w.id OR r.target_id = w.id) AND {scope.relationships("r")}
             JOIN entities n ON n.id = CASE WHEN r.source_id = w.id THEN r.target_id ELSE r.source_id END
             WHERE w.depth < %(depth)s AND {scope.entities("n")}
-        )
-        SELECT e.id::text, e.name, min(w.depth) AS depth
-        FROM walk w JOIN entities e ON e.id = w.id
-        WHERE {scope.entities("e")}
-        GROUP BY e.id, e.name ORDER BY depth, e.name LIMIT %(k)s
+        ),
+        reached AS MATERIALIZED (
+            SELECT e.id, e.name, min(w.depth) AS depth
+            FROM walk w JOIN entities e ON e.id = w.id
+            WHERE {scope.entities("e")}
+            GROUP BY e.id, e.name ORDER BY depth, e.name LIMIT %(k)s
+        ),
+        nq AS MATERIALIZED (
+            SELECT websearch_to_tsquery('english', string_agg('"' || name || '"', ' or ' ORDER BY depth, name)) AS q
+            FROM reached WHERE depth > 0 HAVING count(*) > 0
+        ),
+        {", ".join(ctes)}
+        SELECT t, id FROM (
+            (SELECT 'entity' AS t, id::text AS id, 0 AS part, row_number() OVER (ORDER BY depth, name) AS pos
+             FROM reached)
+            UNION ALL
+            (SELECT t, id, 1, row_number() OVER (ORDER BY rank DESC) FROM (
+                SELECT t, id, rank FROM ({" UNION ALL ".join(branches)}) x ORDER BY rank DESC LIMIT %(k)s) named)
+        ) walked ORDER BY part, pos
     """
-    reached = _fetch(sql, params)
-    keys: list[RecordKey] = [("entity", rid) for rid, _name, _depth in reached]
-    neighbours = [name for _rid, name, depth in reached if depth > 0]
-    if neighbours:
-        params["neighbour_query"] = " or ".join(f'"{n}"' for n in neighbours)
-        # The tsquery is a constant folded at plan time (see _Words); scope rows first (see _scope_first).
-        params["scope_cap"] = cfg.scope_first_max_rows + 1
-        q = "websearch_to_tsquery('english', %(neighbour_query)s)"
-        ctes, branches = [], []
-        for kind, table, alias, predicate in (
-            ("decision", "decisions", "d", scope.decisions("d") + " AND d.status <> 'rejected'"),
-            ("action", "actions", "a", scope.actions("a")),
-        ):
-            cte, branch = _scope_first(
-                f"scoped_{kind}",
-                table,
-                alias,
-                predicate,
-                match=f"{alias}.search_vector @@ {q}",
-                select=f"'{kind}' AS t, {alias}.id::text AS id, ts_rank_cd({alias}.search_vector, {q}) AS rank",
-                order="rank DESC",
-            )
-            ctes.append(cte)
-            branches.append(branch)
-        union = " UNION ALL ".join(branches)
-        rows = _fetch(f"WITH {', '.join(ctes)} SELECT t, id FROM ({union}) x ORDER BY rank DESC LIMIT %(k)s", params)
-        keys.extend((t, rid) for t, rid in rows)
-    return keys
+    return fetch(sql, params, ("entity", "decision", "action"))
 
 
 # --------------------------------------------------------------------------- summary
 
 
-def summary(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> list[RecordKey]:
+def summary(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: Fetch = keys) -> list[RecordKey]:
     """Rolling summaries overlapping the plan's time range, most overlapping first; else those on topic."""
     params: dict[str, object] = {**scope.params(), "k": cfg.k["summary"], "kws": plan.keywords}
     if plan.time_range is not None:
         params.update(start=plan.time_range.start, end=plan.time_range.end)
         sql = f"""
-            SELECT m.id::text FROM summaries m
+            SELECT 'summary' AS t, m.id::text AS id FROM summaries m
             WHERE {scope.summaries("m")}
               AND (%(end)s::timestamptz IS NULL OR m.period_start < %(end)s)
               AND (%(start)s::timestamptz IS NULL OR m.period_end > %(start)s)
@@ -351,11 +392,11 @@ def summary(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig) -> lis
         params["min_cov"] = cfg.min_term_coverage
         words = _Words(plan.keywords, params)
         sql = f"""
-            SELECT m.id::text FROM summaries m
+            SELECT 'summary' AS t, m.id::text AS id FROM summaries m
             WHERE {scope.summaries("m")} AND m.search_vector @@ {words.any}
               AND {words.coverage("m.search_vector")} >= %(min_cov)s
             ORDER BY m.period_end DESC LIMIT %(k)s
         """
     else:
         return []
-    return [("summary", rid) for (rid,) in _fetch(sql, params)]
+    return fetch(sql, params, ("summary",))

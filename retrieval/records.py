@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -46,38 +47,42 @@ class Record:
 
 _CHANNEL_NAME = "COALESCE((SELECT c.channel_name FROM channel_config c WHERE c.channel_id = {col}), {col})"
 
-# One branch per record type, all with the same columns so hydration is a single UNION ALL round trip:
+# One branch per record type, all with the same columns so hydration is a single UNION ALL: the hit's rank,
 # type, id, friendly_id, channel_id, channel name, occurred_at, confidence, text, status, source_ref,
 # then typed extras x1, x2 (text), xs (text[]), t1, t2 (timestamptz) whose meaning depends on the type.
+# Each branch reads the keys to hydrate from a CTE `hits (t, id, rank)`: a path's own hits when hydration
+# is folded into the path's statement (`hydrating`), or a list of keys (`hydrate`).
 _QUERIES: dict[str, str] = {
     "decision": """
-        SELECT 'decision', d.id::text, d.friendly_id, d.channel_id, {chname}, d.decided_at, d.confidence::float8,
-               d.summary, d.status, d.source_ref::jsonb, d.rationale::text,
+        SELECT h.rank, 'decision', d.id::text, d.friendly_id, d.channel_id, {chname}, d.decided_at,
+               d.confidence::float8, d.summary, d.status, d.source_ref::jsonb, d.rationale::text,
                (SELECT s.friendly_id FROM decisions s WHERE s.id = d.superseded_by)::text, d.decided_by::text[],
                d.valid_until, NULL::timestamptz, {sim_decision}, {cov_d}
-        FROM decisions d WHERE d.id = ANY(%(decision_ids)s::uuid[]) AND d.status <> 'rejected' AND {scope}
+        FROM hits h JOIN decisions d ON h.t = 'decision' AND d.id = h.id::uuid WHERE d.status <> 'rejected' AND {scope}
     """,
     "action": """
-        SELECT 'action', a.id::text, a.friendly_id, a.channel_id, {chname},
+        SELECT h.rank, 'action', a.id::text, a.friendly_id, a.channel_id, {chname},
                COALESCE((a.source_ref->'timestamp_range'->>'start')::timestamptz, a.created_at),
                a.confidence::float8, a.description, a.status, a.source_ref::jsonb, a.owner_id::text,
                a.owner_name::text, NULL::text[], a.deadline, a.completed_at, {sim_action}, {cov_a}
-        FROM actions a WHERE a.id = ANY(%(action_ids)s::uuid[]) AND {scope}
+        FROM hits h JOIN actions a ON h.t = 'action' AND a.id = h.id::uuid WHERE {scope}
     """,
     "signal": """
-        SELECT 'signal', s.id::text, NULL, s.channel_id, {chname}, s.occurred_at, s.confidence::float8, s.summary,
-               s.signal_type, s.source_ref::jsonb, NULL::text, NULL::text, NULL::text[], NULL::timestamptz,
+        SELECT h.rank, 'signal', s.id::text, NULL, s.channel_id, {chname}, s.occurred_at, s.confidence::float8,
+               s.summary, s.signal_type, s.source_ref::jsonb, NULL::text, NULL::text, NULL::text[], NULL::timestamptz,
                NULL::timestamptz, {sim_signal}, {cov_s}
-        FROM conversation_signals s WHERE s.id = ANY(%(signal_ids)s::uuid[]) AND {scope}
+        FROM hits h JOIN conversation_signals s ON h.t = 'signal' AND s.id = h.id::uuid WHERE {scope}
     """,
     "summary": """
-        SELECT 'summary', m.id::text, NULL, m.scope_id, {chname}, m.period_end, 0.8::float8, m.summary, m.granularity,
+        SELECT h.rank, 'summary', m.id::text, NULL, m.scope_id, {chname}, m.period_end, 0.8::float8, m.summary,
+               m.granularity,
                jsonb_build_object('timestamp_range', jsonb_build_object('start', m.period_start, 'end', m.period_end)),
                NULL::text, NULL::text, NULL::text[], m.period_start, NULL::timestamptz, {sim_summary}, {cov_m}
-        FROM summaries m WHERE m.id = ANY(%(summary_ids)s::uuid[]) AND {scope}
+        FROM hits h JOIN summaries m ON h.t = 'summary' AND m.id = h.id::uuid WHERE {scope}
     """,
     "entity": """
-        SELECT 'entity', e.id::text, NULL, e.channel_id, {chname}, COALESCE(e.last_mentioned, e.first_seen, now()),
+        SELECT h.rank, 'entity', e.id::text, NULL, e.channel_id, {chname},
+               COALESCE(e.last_mentioned, e.first_seen, now()),
                0.7::float8, e.name, e.entity_type, jsonb_build_object('entity', e.id::text),
                (SELECT string_agg(x.line, '; ' ORDER BY x.line) FROM (
                     SELECT DISTINCT s.name || ' ' || replace(r.relationship, '_', ' ') || ' ' || t.name AS line
@@ -87,7 +92,7 @@ _QUERIES: dict[str, str] = {
                       AND {sscope} AND {tscope}
                     LIMIT 6) x),
                NULL::text, NULL::text[], NULL::timestamptz, NULL::timestamptz, {sim_entity}, {cov_e}
-        FROM entities e WHERE e.id = ANY(%(entity_ids)s::uuid[]) AND {scope}
+        FROM hits h JOIN entities e ON h.t = 'entity' AND e.id = h.id::uuid WHERE {scope}
     """,
 }
 
@@ -141,7 +146,7 @@ def _sql(kind: str, scope: RetrievalScope, *, with_vector: bool = False, terms: 
 
 
 def _record(row: tuple[Any, ...]) -> Record:
-    kind, rid, friendly, channel_id, channel_name, occurred, confidence, text, status, source_ref, *extra = row
+    _rank, kind, rid, friendly, channel_id, channel_name, occurred, confidence, text, status, source_ref, *extra = row
     x1, x2, xs, t1, t2, similarity, coverage = extra
     detail: dict[str, Any] = {}
     if kind == "decision":
@@ -170,6 +175,49 @@ def _record(row: tuple[Any, ...]) -> Record:
     )
 
 
+class Hydrator:
+    """Hydration folded into the paths' own statements: `fetch` runs a path's final query (its rows start
+    with type and id, best first) with the records read inside the scope in the same round trip, keeps the
+    records and returns the keys in the path's order. One per question; paths may call it from threads.
+
+    With the question's vector and terms, each record also carries its cosine similarity to the question
+    and the share of the terms its text matches: what the answer step judges relevance by.
+    """
+
+    def __init__(
+        self, scope: RetrievalScope, *, question_vector: Sequence[float] | None = None, terms: Sequence[str] = ()
+    ) -> None:
+        self.scope = scope
+        self.records: dict[RecordKey, Record] = {}
+        self._params: dict[str, object] = {**scope.params()}
+        self._with_vector = question_vector is not None
+        if question_vector is not None:
+            self._params["question_vector"] = "[" + ",".join(f"{x:.6f}" for x in question_vector) + "]"
+        self._terms = len(terms)
+        for i, term in enumerate(terms):
+            self._params[f"term{i}"] = term
+        self._lock = threading.Lock()
+
+    def fetch(self, sql: str, params: dict[str, object], kinds: Iterable[str] = tuple(_QUERIES)) -> list[RecordKey]:
+        """Run `sql` (a path's hits: rows starting with type and id, best first) with its records hydrated in
+        the same statement (a branch per kind in `kinds`); keep the records, return their keys, best first."""
+        branches = " UNION ALL ".join(
+            f"({_sql(kind, self.scope, with_vector=self._with_vector, terms=self._terms)})" for kind in kinds
+        )
+        statement = (
+            f"WITH hits AS MATERIALIZED (SELECT k.t, k.id, row_number() OVER () AS rank FROM ({sql}) k)"
+            f" SELECT * FROM ({branches}) hydrated ORDER BY 1"
+        )
+        with connection.cursor() as cur:
+            cur.execute(statement, {**params, **self._params})
+            rows = cur.fetchall()
+        records = [_record(row) for row in rows]
+        with self._lock:
+            for record in records:
+                self.records[record.key] = record
+        return [r.key for r in records]
+
+
 def hydrate(
     keys: Iterable[RecordKey],
     scope: RetrievalScope,
@@ -177,34 +225,17 @@ def hydrate(
     question_vector: Sequence[float] | None = None,
     terms: Sequence[str] = (),
 ) -> dict[RecordKey, Record]:
-    """The keys' records, each read again inside the scope, in one round trip.
-
-    With the question's vector and terms, each record also carries its cosine similarity to the question
-    and the share of the terms its text matches: what the answer step judges relevance by.
-    """
-    by_kind: dict[str, list[str]] = {}
-    for kind, rid in keys:
-        if kind in _QUERIES:
-            by_kind.setdefault(kind, []).append(rid)
-    if not by_kind:
+    """The keys' records, each read again inside the scope, in one round trip."""
+    wanted = [(kind, rid) for kind, rid in dict.fromkeys(keys) if kind in _QUERIES]
+    if not wanted:
         return {}
-    params: dict[str, object] = {**scope.params()}
-    for kind, ids in by_kind.items():
-        params[f"{kind}_ids"] = list(dict.fromkeys(ids))
-    with_vector = question_vector is not None
-    if with_vector:
-        params["question_vector"] = "[" + ",".join(f"{x:.6f}" for x in question_vector) + "]"
-    for i, term in enumerate(terms):
-        params[f"term{i}"] = term
-    sql = " UNION ALL ".join(f"({_sql(kind, scope, with_vector=with_vector, terms=len(terms))})" for kind in by_kind)
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        rows = cur.fetchall()
-    records: dict[RecordKey, Record] = {}
-    for row in rows:
-        record = _record(row)
-        records[record.key] = record
-    return records
+    hydrator = Hydrator(scope, question_vector=question_vector, terms=terms)
+    hydrator.fetch(
+        "SELECT * FROM unnest(%(hydrate_types)s::text[], %(hydrate_ids)s::text[]) AS k(t, id)",
+        {"hydrate_types": [k for k, _ in wanted], "hydrate_ids": [r for _, r in wanted]},
+        kinds=dict.fromkeys(k for k, _ in wanted),
+    )
+    return hydrator.records
 
 
 def contradicting_pairs(

@@ -325,3 +325,13 @@ def celery_worker_process(django_db_setup, django_db_blocker, redis_url: str) ->
     worker = WorkerProcess("classify,extract,embed,respond,summarise", service_env(redis_url))
     yield worker
     worker.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _retrieval_threads(django_db_setup) -> Iterator[None]:
+    """Questions asked outside a transaction run their paths on connections of retrieval's own threads:
+    close those before the test database is dropped."""
+    yield
+    from retrieval import parallel
+
+    parallel.close()
