@@ -148,6 +148,7 @@ class JeevesConfig:
     # Embedding
     embed_dims: int
     embed_messages: bool
+    embed_threads: int
     # Pipeline timing and bounds (DESIGN.md §5)
     queue_ttl_s: int
     window_size: int
@@ -236,6 +237,7 @@ def load(env: Mapping[str, str]) -> JeevesConfig:
         contradiction_threshold=f01("JEEVES_CONTRADICTION_THRESHOLD", 0.78),
         embed_dims=i("JEEVES_EMBED_DIMS", 384),
         embed_messages=b("JEEVES_EMBED_MESSAGES", False),
+        embed_threads=i("JEEVES_EMBED_THREADS", 1),
         queue_ttl_s=i("JEEVES_QUEUE_TTL_S", 60),
         window_size=i("JEEVES_WINDOW_SIZE", 30),
         window_max_age_s=i("JEEVES_WINDOW_MAX_AGE_S", 900),

