@@ -12,7 +12,7 @@ import threading
 from datetime import datetime, timedelta
 
 from celery import shared_task
-from celery.signals import task_revoked, worker_process_init, worker_ready
+from celery.signals import celeryd_after_setup, task_revoked, worker_process_init, worker_ready
 from django.conf import settings
 from django.utils import timezone
 
@@ -227,12 +227,38 @@ def _count_expired(sender=None, request=None, expired: bool = False, **kwargs) -
     logger.info("task expired: %s channel=%s", name, channel_id)
 
 
+# The queues whose tasks embed (Tier 1's classifier, Tier 2's entity matching, Tier 3, the question path):
+# only their workers load the embedder. Summarise, beat, flower and web never do.
+EMBEDDING_QUEUES: frozenset[str] = frozenset({Queue.CLASSIFY, Queue.EXTRACT, Queue.EMBED, Queue.RESPOND})
+_embeds = True  # whether this worker consumes an embedding queue; set in the worker's main process
+
+
+@celeryd_after_setup.connect
+def _preload(sender=None, instance=None, **kwargs) -> None:
+    """In the worker's main process, after -Q is applied and before the pool starts: a worker of an embedding
+    queue loads the bundled model here, so prefork children inherit its weights (copy-on-write, shared in
+    memory) instead of loading a copy each. Only the weights: the children run the first embedding (a
+    forward pass in a parent that forks is what torch's threads do not survive)."""
+    global _embeds
+    from jeeves.config import LOCAL_MODEL
+    from pipeline import embedder
+
+    consumed = set((instance.app.amqp.queues.consume_from or {}).keys()) if instance is not None else set()
+    _embeds = not consumed or bool(consumed & EMBEDDING_QUEUES)
+    pool = getattr(instance, "pool_cls", None)
+    prefork = pool is not None and "prefork" in getattr(pool, "__module__", "")
+    if _embeds and prefork and settings.JEEVES.slot("embed").model == LOCAL_MODEL:
+        embedder.local_model()
+
+
 def _warm_up(**kwargs) -> None:
     """Load and probe the embedder before the first message, not while its claim check ticks.
 
     In a thread: a prefork child must report itself up within seconds, and loading MiniLM
     takes longer on a busy machine; a task that needs the embedder first waits on its lock.
     """
+    if not _embeds:
+        return
     from pipeline import embed
 
     threading.Thread(target=embed.ready, name="embedder-warm-up", daemon=True).start()
