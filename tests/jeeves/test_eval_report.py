@@ -90,6 +90,12 @@ def test_questions_and_probes_sections():
         {"no_record": True, "ok": True, "timings_ms": {"plan": 1.0, "paths": 4.0}},
     ]
     q = eval_cli.questions(rows)
-    assert q == {"asked": 3, "top5_recall": 0.5, "no_record_accuracy": 1.0, "answer_ms_p50": 10.0, "answer_ms_p95": 30.0}
+    assert q == {
+        "asked": 3,
+        "top5_recall": 0.5,
+        "no_record_accuracy": 1.0,
+        "answer_ms_p50": 10.0,
+        "answer_ms_p95": 30.0,
+    }
     probes = [{"ok": True, "leaked": []}, {"ok": False, "leaked": ["DEC-0001", "ACT-0002"]}]
     assert eval_cli.cross_channel(probes) == {"probes": 2, "answered_no_record": 1, "leaks": 2}
