@@ -81,11 +81,12 @@ def mark_expired(channel_id: str, wire_msg_id: str) -> bool:
     Only a receipt still waiting at tier 0 moves, so a redelivered copy of a task whose first copy
     classified the message (and discarded its text) is not counted as expired.
     """
-    moved = MessageReceipt.objects.filter(
-        channel_id=channel_id, wire_msg_id=wire_msg_id, tier=0, outcome=MessageReceipt.Outcome.QUEUED
-    ).update(outcome=MessageReceipt.Outcome.EXPIRED)
-    if moved:
-        bump_counter(channel_id, "expired")
+    with transaction.atomic():  # a reader never sees the receipt expired before it is counted
+        moved = MessageReceipt.objects.filter(
+            channel_id=channel_id, wire_msg_id=wire_msg_id, tier=0, outcome=MessageReceipt.Outcome.QUEUED
+        ).update(outcome=MessageReceipt.Outcome.EXPIRED)
+        if moved:
+            bump_counter(channel_id, "expired")
     return bool(moved)
 
 
