@@ -20,6 +20,10 @@ from knowledge.models import ChannelConfig, ChannelState, ConversationType, Mess
 logger = logging.getLogger(__name__)
 
 CONTEXT_FIELDS: frozenset[str] = frozenset({"purpose", "context_type", "tags", "stakeholders", "related_channels"})
+# What members type as a channel's context reaches model prompts (as quoted data): bounded when stored.
+PURPOSE_MAX_CHARS = 500
+TAG_MAX_CHARS = 40
+LIST_MAX_ITEMS = 20
 
 
 @dataclass(frozen=True)
@@ -140,9 +144,19 @@ def set_context(channel_id: str, field: str, value: str | list[str], *, by: str)
     """Set one context field (purpose, context_type, tags, stakeholders, related_channels)."""
     if field not in CONTEXT_FIELDS:
         raise ValueError(f"not a context field: {field}")
+    value = bounded_context(field, value)
     ChannelConfig.objects.filter(channel_id=channel_id).update(
         **{field: value}, context_updated_at=timezone.now(), context_updated_by=by
     )
+
+
+def bounded_context(field: str, value: str | list[str]) -> str | list[str]:
+    """A context value as stored: the purpose at most PURPOSE_MAX_CHARS, lists at most LIST_MAX_ITEMS
+    entries of at most TAG_MAX_CHARS (stakeholder ids: 256), one line each."""
+    if isinstance(value, str):
+        return " ".join(value.split())[:PURPOSE_MAX_CHARS]
+    width = 256 if field == "stakeholders" else TAG_MAX_CHARS
+    return [" ".join(v.split())[:width] for v in value if v.strip()][:LIST_MAX_ITEMS]
 
 
 def members_joined(channel_id: str) -> bool:

@@ -164,6 +164,21 @@ def guard_text(text: str | None, sources: Sequence[str]) -> str | None:
     return text
 
 
+def guard_tags(tags: Sequence[str] | None, sources: Sequence[str]) -> list[str]:
+    """Tags that repeat no message: each on its own, and all of them read together (a model could
+    spread a sentence over several tags); from the end, whatever would complete a copied run goes."""
+    kept: list[str] = []
+    for tag in tags or []:
+        try:
+            clean = guard_text(tag, sources)
+            if clean:
+                guard_text(" ".join([*kept, clean]), sources)
+                kept.append(clean)
+        except VerbatimText:
+            continue
+    return kept
+
+
 # --------------------------------------------------------------------------- source refs and keys
 
 
@@ -255,6 +270,7 @@ def record_decision(
     cosine ≥ 0.9 on the synthesised text with the same figures), extend that row's source_ref."""
     summary = guard_text(summary, sources_text) or ""
     rationale = guard_text(rationale, sources_text)
+    tags = guard_tags(tags, sources_text)
     existing = Decision.objects.filter(channel=channel, source_key=key).first()
     if existing is not None:
         return Written(existing, False)
@@ -348,6 +364,7 @@ def record_action(
     """Insert an action, or update the one it continues (an earlier action resting on one of
     `continues_ids`: a progress or completion message): status, deadline, source_ref."""
     description = guard_text(description, sources_text) or ""
+    tags = guard_tags(tags, sources_text)
     existing = Action.objects.filter(channel=channel, source_key=key).first()
     if existing is None and continues_ids:
         candidates = Action.objects.filter(channel=channel, source_ref__wire_msg_ids__has_any_keys=list(continues_ids))
@@ -408,6 +425,7 @@ def record_signal(
     extraction_model: str | None = None,
 ) -> Written:
     summary = guard_text(summary, sources_text) or ""
+    tags = guard_tags(tags, sources_text)
     signal, created = ConversationSignal.objects.get_or_create(
         channel=channel,
         source_key=key,
@@ -451,6 +469,8 @@ def upsert_entity(
     `run_key` makes a redelivered run count a mention once; with `mention_ids` (the run's message
     ids) the mention keeps its evidence, so deleting those messages takes it away again."""
     name = (guard_text(name, sources_text) or "").strip()
+    # An alias that repeats a message is not an alias: dropped, the entity kept.
+    aliases = guard_tags(aliases, sources_text)
     norm = normalise_name(name)
     if not norm:
         raise ValueError("an entity needs a name")

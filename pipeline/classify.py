@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from knowledge import services
+from knowledge import channels, services
 from knowledge.models import ChannelConfig, Entity, MessageReceipt
 from pipeline import debounce, embed, llm, members, offline, prompts, window
 from pipeline.context import ChannelContext
@@ -50,17 +50,27 @@ def build_context(channel: ChannelConfig) -> ChannelContext:
 
 
 def context_json(ctx: ChannelContext) -> dict:
-    """The context as prompt data: members by display name and handle, never their messages."""
+    """The context as prompt data: members by display name and handle, never their messages.
+
+    What members typed about the channel (`@jeeves context: …`) goes under `typed_by_members`, as
+    bounded, quoted data the prompts tell the model to read and never to obey."""
     return {
         "channel": ctx.name,
-        "purpose": ctx.purpose,
-        "type": ctx.context_type,
-        "tags": list(ctx.tags),
+        "typed_by_members": typed_by_members(ctx.purpose, ctx.context_type, ctx.tags),
         "timezone": ctx.timezone,
         "members": [
             {"id": m.user_id, "name": m.name, "handle": m.handle} for m in ctx.members if m.user_id not in ctx.bot_ids
         ],
         "known_entities": list(ctx.known_entities),
+    }
+
+
+def typed_by_members(purpose: str | None, context_type: str | None, tags: tuple[str, ...] | list[str]) -> dict:
+    """The channel context members typed, bounded again (the stored value is bounded when written)."""
+    return {
+        "purpose": (purpose or "")[: channels.PURPOSE_MAX_CHARS] or None,
+        "type": context_type,
+        "tags": [t[: channels.TAG_MAX_CHARS] for t in list(tags)[: channels.LIST_MAX_ITEMS]],
     }
 
 

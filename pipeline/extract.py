@@ -280,7 +280,7 @@ def _write(
                 entity_type=item.type,
                 aliases=item.aliases,
                 seen_at=seen_at,
-                sources_text=[],  # names are short; a ten-word name is not a name
+                sources_text=texts,
                 vector=vector,
                 run_key=run_key,
                 mention_ids=sorted(pending),

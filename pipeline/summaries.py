@@ -35,6 +35,7 @@ from knowledge.models import (
     Summary,
 )
 from pipeline import llm, prompts
+from pipeline.classify import typed_by_members
 from pipeline.staleness import channel_zone
 
 logger = logging.getLogger(__name__)
@@ -325,7 +326,7 @@ def _model_input(material: Material) -> str:
     zone = material.period.start.tzinfo
     payload: dict[str, object] = {
         "channel": material.channel.channel_name or material.channel.channel_id,
-        "purpose": material.channel.purpose,
+        "typed_by_members": typed_by_members(material.channel.purpose, material.channel.context_type, []),
         "granularity": material.granularity,
         "period": {
             "from": material.period.first_day.isoformat(),

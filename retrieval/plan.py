@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from django.conf import settings
 from django.db import connection, transaction
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from jeeves.config import LOCAL_MODEL
 from retrieval.config import PATHS
@@ -33,23 +33,28 @@ class TimeRange(BaseModel):
     end: datetime | None = None
 
 
+def _first(limit: int) -> BeforeValidator:
+    # A model's over-long list is cut, not trusted: it goes into SQL parameters.
+    return BeforeValidator(lambda value: value[:limit] if isinstance(value, list) else value)
+
+
 class QueryPlan(BaseModel):
-    """What to look for. Produced by a model or by the offline engine; validated either way."""
+    """What to look for. Produced by a model or by the offline engine; validated (and bounded) either way."""
 
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
 
     intent: Intent = "factual_recall"
-    entities: list[Annotated[str, Field(max_length=120)]] = []
-    keywords: list[Annotated[str, Field(max_length=60)]] = []
+    entities: Annotated[list[Annotated[str, Field(max_length=120)]], _first(10)] = []
+    keywords: Annotated[list[Annotated[str, Field(max_length=60)]], _first(20)] = []
     time_range: TimeRange | None = None
     paths: list[PathName] = list(PATHS)
     response_format: ResponseFormat = "direct_answer"
     complexity: Annotated[float, Field(ge=0.0, le=1.0)] = 0.3
     # Structured filters
-    owner_ids: list[str] = []
-    record_types: list[Literal["decision", "action"]] = []
-    statuses: list[str] = []
-    friendly_ids: list[Annotated[str, Field(pattern=r"^(DEC|ACT)-\d{1,6}$")]] = []
+    owner_ids: Annotated[list[Annotated[str, Field(max_length=256)]], _first(10)] = []
+    record_types: Annotated[list[Literal["decision", "action"]], _first(2)] = []
+    statuses: Annotated[list[Annotated[str, Field(max_length=20)]], _first(5)] = []
+    friendly_ids: Annotated[list[Annotated[str, Field(pattern=r"^(DEC|ACT)-\d{1,6}$")]], _first(10)] = []
 
 
 @dataclass(frozen=True)

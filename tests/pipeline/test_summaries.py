@@ -158,7 +158,7 @@ def test_a_daily_summary_is_written_once_from_the_days_records_and_never_from_a_
     assert summary.message_count == 4
     assert sorted(summary.participants) == sorted([TOM, ANA])
     assert summary.sentiment == "blocked"
-    assert summary.model_version == "local (summarise-v1)"
+    assert summary.model_version == "local (summarise-v2)"
     assert LlmCall.objects.filter(slot="summarise", channel_id=ch.channel_id, outcome="ok").count() == 1
     assert summary.summary == (
         "billing, Tuesday 11 March: four messages from two participants; I noted one decision, two actions "
@@ -282,8 +282,8 @@ def test_a_model_summarises_from_the_records_only_and_invalid_output_falls_back_
     by_model, by_template = sorted(_mine(summaries.summarise_due("daily", NOW), *chans), key=lambda s: s.scope_id)
 
     assert by_model.summary == "A quiet Tuesday: DEC-0001 was agreed and ACT-0001 remains with Tom."
-    assert by_model.model_version == "summary-model (summarise-v1)"
-    assert by_template.model_version == "local (summarise-v1)"
+    assert by_model.model_version == "summary-model (summarise-v2)"
+    assert by_template.model_version == "local (summarise-v2)"
     assert by_template.summary.startswith("billing, Tuesday 11 March: four messages")
     sent = provider.calls("summary-model")[0].body["messages"]
     given = json.loads(sent[1]["content"])
