@@ -2,7 +2,9 @@
 
 Records the pipeline owns are read-only here except for the review actions (confirm, supersede,
 reverse, reject; done/cancel for actions). Sources show message ids, time range and channel name,
-never content. Channel config is editable (state, timezone, purpose, context).
+never content. Channel config is editable (timezone, purpose, context); its state changes only through
+actions that take the commands' own door (`channels.set_state`: epoch, secure range, flush on secure);
+deleting a channel purges it from every table.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from jeeves.redis import forget_channel_keys
-from knowledge import forgetting
+from knowledge import channels, forgetting
 from knowledge.models import (
     Action,
     ActionStatus,
     ChannelConfig,
+    ChannelState,
     ConversationSignal,
     Decision,
     DecisionStatus,
@@ -76,11 +79,15 @@ class ChannelConfigAdmin(admin.ModelAdmin):
     list_display = ("__str__", "organisation_id", "state", "state_changed_at", "is_personal", "timezone", "left_at")
     list_filter = ("state", "is_personal", "organisation_id", "transport")
     search_fields = ("channel_id", "channel_name", "purpose")
+    # State is read-only here: it changes only through the actions below, which take the same door as
+    # the commands (channels.set_state: epoch bump, secure range, Redis flush on secure).
+    actions = ("step_out", "resume", "secure_mode", "secure_mode_off")
     readonly_fields = (
         "channel_id",
         "organisation_id",
         "transport",
         "conversation_type",
+        "state",
         "epoch",
         "is_personal",
         "secure_ranges",
@@ -120,13 +127,36 @@ class ChannelConfigAdmin(admin.ModelAdmin):
             forget_channel_keys(channel_id)
 
     def save_model(self, request: HttpRequest, obj: ChannelConfig, form, change: bool) -> None:
-        if change and "state" in form.changed_data:
-            obj.state_changed_at = timezone.now()
-            obj.state_changed_by = f"admin:{request.user.get_username()}"
-        if change and {"purpose", "context_type", "tags", "stakeholders", "related_channels"} & set(form.changed_data):
+        context = channels.CONTEXT_FIELDS & set(form.changed_data)
+        for field in context:  # bounded as a `context:` command would be
+            setattr(obj, field, channels.bounded_context(field, getattr(obj, field) or ""))
+        if change and context:
             obj.context_updated_at = timezone.now()
             obj.context_updated_by = f"admin:{request.user.get_username()}"
         super().save_model(request, obj, form, change)
+
+    def _set_state(self, request: HttpRequest, queryset: QuerySet, state: ChannelState, label: str) -> None:
+        by = f"admin:{request.user.get_username()}"
+        moved = sum(
+            channels.set_state(cid, state, by=by).changed for cid in queryset.values_list("channel_id", flat=True)
+        )
+        self.message_user(request, f"{moved} channel(s) {label}.")
+
+    @admin.action(description="Step out (pause) selected channels")
+    def step_out(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set_state(request, queryset, ChannelState.PAUSED, "stepped out")
+
+    @admin.action(description="Resume selected channels")
+    def resume(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set_state(request, queryset, ChannelState.ACTIVE, "resumed")
+
+    @admin.action(description="Secure mode for selected channels (flushes what Jeeves holds in memory)")
+    def secure_mode(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set_state(request, queryset, ChannelState.SECURE, "put in secure mode")
+
+    @admin.action(description="End secure mode for selected channels")
+    def secure_mode_off(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._set_state(request, queryset, ChannelState.ACTIVE, "out of secure mode")
 
 
 @admin.register(Decision)

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from knowledge.models import ChannelConfig, ChannelState, ConversationType, MessageReceipt, RomanBot
@@ -108,12 +109,26 @@ def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at:
             yield ("admitted" if cursor.fetchone() else "duplicate"), row[4]
 
 
+# Sent once a state change (or a request for the state the channel is already in) has committed:
+# `channel_id`, `transition`. The bridge answers secure with a flush of what Redis holds of the
+# channel (wire_bridge/state.py); knowledge cannot reach Redis's key families itself.
+state_changed = Signal()
+
+
 def set_state(channel_id: str, state: ChannelState, *, by: str) -> Transition:
-    """Move the channel to `state`, recording who and when.
+    """Move the channel to `state`, recording who and when: the one door for every state change
+    (commands, buttons, the admin).
 
     Entering secure bumps `epoch` (workers drop tasks of the old epoch) and opens a
     `secure_ranges` entry; leaving secure closes it. Secure is not downgraded to paused.
+    Then `state_changed` is sent (on secure: the window and pending text are flushed).
     """
+    transition = _transition(channel_id, state, by=by)
+    state_changed.send(sender=ChannelConfig, channel_id=channel_id, transition=transition)
+    return transition
+
+
+def _transition(channel_id: str, state: ChannelState, *, by: str) -> Transition:
     now = timezone.now()
     with transaction.atomic():
         channel = ChannelConfig.objects.select_for_update().get(channel_id=channel_id)

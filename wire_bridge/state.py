@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from django.dispatch import receiver
+
 from jeeves.redis import get_redis
 from knowledge import channels
 from knowledge.models import ChannelState
@@ -23,10 +25,7 @@ def apply(channel_id: str, kind: Kind, *, by: str) -> str:
 
     paused | already_paused | still_secure | secure | already_secure | active | already_active
     """
-    transition = channels.set_state(channel_id, _TARGET[kind], by=by)
-    if transition.current == ChannelState.SECURE:
-        # After the state change has committed: anything admitted before it is in Redis by now.
-        forget_recent(channel_id)
+    transition = channels.set_state(channel_id, _TARGET[kind], by=by)  # flushes on secure (below)
     if kind == Kind.PAUSE:
         if transition.current == ChannelState.SECURE:
             return "still_secure"
@@ -34,6 +33,15 @@ def apply(channel_id: str, kind: Kind, *, by: str) -> str:
     if kind == Kind.SECURE:
         return "secure" if transition.changed else "already_secure"
     return "active" if transition.changed else "already_active"
+
+
+@receiver(channels.state_changed)
+def _flush_on_secure(sender, channel_id: str, transition: channels.Transition, **kwargs) -> None:
+    """Whoever changed the state (a command, a button, the admin): in secure mode Redis forgets the
+    channel's window and pending text at once. After the change committed: whatever was admitted
+    before it is in Redis by now (admissions hold a share lock the change waited for)."""
+    if transition.current == ChannelState.SECURE:
+        forget_recent(channel_id)
 
 
 def forget_recent(channel_id: str) -> None:
