@@ -19,10 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from jeeves.redis import get_redis
 from knowledge import channels
 from wire_bridge import auth, events
+from wire_bridge.inbound import Ident, MessageText, Name
 
 logger = logging.getLogger(__name__)
 
-Ident = Annotated[str, Field(min_length=1, max_length=256)]
 POLL_PREFIX = "jeeves:poll:"
 # Redis keeps no history across restarts; a click on a poll older than this gets a polite "lapsed".
 POLL_TTL_S = 30 * 24 * 3600
@@ -39,7 +39,7 @@ class RomanMention(_Model):
 
 
 class RomanText(_Model):
-    data: str
+    data: MessageText
     mentions: list[RomanMention] | None = None
 
 
@@ -53,9 +53,9 @@ class BotRequest(_Model):
     botId: Ident
     conversationId: Ident
     userId: Ident | None = None
-    conversation: Annotated[str, Field(max_length=512)] | None = None
-    handle: str | None = None
-    locale: str | None = None
+    conversation: Name | None = None
+    handle: Name | None = None
+    locale: Name | None = None
     token: Annotated[str, Field(min_length=1, max_length=4096)]
 
 
@@ -64,8 +64,8 @@ class Init(_Model):
     botId: Ident
     conversationId: Ident
     userId: Ident | None = None
-    conversation: Annotated[str, Field(max_length=512)] | None = None
-    messageId: str | None = None
+    conversation: Name | None = None
+    messageId: Ident | None = None
     token: str | None = None
 
 
@@ -84,7 +84,7 @@ class UserJoined(_Model):
     type: Literal["conversation.user_joined"]
     botId: Ident
     userId: Ident
-    handle: str | None = None
+    handle: Name | None = None
     token: str | None = None
 
 

@@ -9,7 +9,7 @@ Body `{"eventId": str?, "type": ..., ...}`; the seven types mirror the SDK's han
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo
 
@@ -17,9 +17,7 @@ from django.conf import settings
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
 from wire_bridge import events
-
-Ident = Annotated[str, Field(min_length=1, max_length=256)]
-Name = Annotated[str, Field(max_length=512)]
+from wire_bridge.inbound import Ident, MessageText, MessageTime, Name
 
 
 def _valid_timezone(value: str | None) -> str | None:
@@ -63,7 +61,7 @@ class MemberIn(_Model):
 class ConversationIn(_Model):
     id: QID
     name: Name | None = None
-    teamId: str | None = None
+    teamId: Ident | None = None
     # Wire's conversation type decides a 1:1 (persisted); anything else, or none, is a group.
     type: Annotated[str, Field(max_length=64)] | None = None
 
@@ -77,8 +75,8 @@ class TextMessageIn(_Event):
     conversationId: QID
     sender: QID
     messageId: Ident
-    timestamp: datetime
-    text: str
+    timestamp: MessageTime
+    text: MessageText
     mentions: list[MentionIn] = []
     quotedMessageId: Ident | None = None
     expiresAfterMillis: Annotated[int, Field(ge=0)] | None = None

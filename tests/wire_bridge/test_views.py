@@ -102,10 +102,49 @@ def mutated(draw, samples):
     return body
 
 
+POISON = st.sampled_from(
+    [
+        "\x00",
+        "m1\x00",
+        "a\x07b",
+        "line\nbreak",
+        "9999-12-31T23:59:59-14:00",
+        "0001-01-01T00:00:00+14:00",
+        "2999-01-01T00:00:00Z",
+        "1900-01-01T00:00:00Z",
+        "1970-01-01T00:00:00Z",
+    ]
+)
+
+
+@st.composite
+def poisoned(draw, samples):
+    """A valid event with one string in it (an id, a name, a time, the text) replaced by poison."""
+    body = copy.deepcopy(draw(st.sampled_from(samples)))
+    leaves: list[tuple[dict, str]] = []
+
+    def walk(node) -> None:
+        for key, value in node.items() if isinstance(node, dict) else []:
+            if isinstance(value, str) and key != "type":
+                leaves.append((node, key))
+            walk(value)
+        for value in node if isinstance(node, list) else []:
+            walk(value)
+
+    walk(body)
+    node, key = draw(st.sampled_from(leaves))
+    node[key] = draw(POISON)
+    return body
+
+
 @st.composite
 def requests(draw, samples):
-    kind = draw(st.sampled_from(["mutated"] * 6 + ["valid", "bytes", "truncated", "noauth", "method", "big"]))
-    body = draw(mutated(samples)) if kind != "valid" else draw(st.sampled_from(samples))
+    kinds = ["mutated"] * 6 + ["poisoned"] * 3 + ["valid", "bytes", "truncated", "noauth", "method", "big"]
+    kind = draw(st.sampled_from(kinds))
+    if kind == "poisoned":
+        body = draw(poisoned(samples))
+    else:
+        body = draw(mutated(samples)) if kind != "valid" else draw(st.sampled_from(samples))
     raw = json.dumps(body).encode()
     if kind == "bytes":
         raw = draw(st.binary(max_size=64))
@@ -233,3 +272,52 @@ def test_message_text_never_reaches_a_log_line(client, caplog):
     for record in caplog.records:
         assert CANARY not in record.getMessage()
         assert CANARY not in repr(record.args)
+
+
+@pytest.mark.parametrize(
+    ("where", "poison", "field"),
+    [
+        ("conversationId.id", f"{uuid.uuid4()}\x00", "text_message.conversationId.id: control_character"),
+        ("sender.id", "\x00", "text_message.sender.id: control_character"),
+        ("messageId", "m-\x00-1", "text_message.messageId: control_character"),
+        ("timestamp", "9999-12-31T23:59:59-14:00", "text_message.timestamp: timestamp_out_of_range"),
+        ("timestamp", "0001-01-01T00:00:00+14:00", "text_message.timestamp: timestamp_out_of_range"),
+        ("timestamp", "2999-06-01T12:00:00Z", "text_message.timestamp: timestamp_out_of_range"),
+    ],
+)
+def test_poison_is_refused_with_a_reason_not_retried(client, caplog, where, poison, field):
+    """Before: a NUL reached PostgreSQL (a database error, answered 503: Wire retried for ever) and a
+    far-future time was admitted, then overflowed in extraction and blocked the channel."""
+    event = sidecar_text(f"{uuid.uuid4()}@wire.example", ALICE, "m1", "hello there")
+    node, _, key = where.rpartition(".")
+    (event[node] if node else event)[key] = poison
+    with caplog.at_level(logging.ERROR):
+        response = client.post(
+            "/wire/events",
+            json.dumps(event),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {WIRE_SECRET}",
+        )
+    assert (response.status_code, response.json()) == (400, {"error": f"invalid event: {field}"})
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_names_with_a_nul_are_refused_and_a_nul_in_text_is_dropped(client):
+    conv = f"{uuid.uuid4()}@wire.example"
+    added = sidecar_app_added(conv, [{"userId": ALICE, "role": "ADMIN", "name": "Ann\x00"}])
+    post = lambda body, path="/wire/events", secret=WIRE_SECRET: client.post(  # noqa: E731
+        path, json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}"
+    )
+    assert post(added).status_code == 400
+    added["members"][0]["name"] = "Ann"
+    added["conversation"]["name"] = "ops\x00room"
+    assert post(added).json() == {"error": "invalid event: app_added.conversation.name: control_character"}
+    roman = {**ROMAN_SAMPLES[0], "conversation": "room\x00", "conversationId": str(uuid.uuid4())}
+    assert post(roman, "/wire/roman", ROMAN_SECRET).status_code == 400
+    del added["conversation"]["name"]
+    assert post(added).status_code == 200
+    assert post(sidecar_text(conv, ALICE, "m1", "keep\x00 this")).json() == {"status": "queued"}
+    from pipeline import window
+
+    assert [m.text for m in window.read(conv)] == ["keep this"]
+    window.flush(conv)
