@@ -66,6 +66,23 @@ if not JEEVES.flower_basic_auth and EMBEDDED:
 if not JEEVES.encryption_keys and EMBEDDED:
     JEEVES = replace(JEEVES, encryption_keys=(_local("encryption_key", lambda: Fernet.generate_key().decode()),))
 STARTUP_PROBLEMS: list[str] = [] if EMBEDDED else unsafe_start(JEEVES, secret_key_set=_secret_key_set)
+# Deployment (`python manage.py check --deploy` is clean outside the embedded mode): cookies only over
+# HTTPS, HSTS, browsers redirected to HTTPS. The machine endpoints (webhooks, health, metrics) are not
+# redirected: the sidecar and a scraper reach them inside your network, and they authenticate by bearer.
+_secure = not EMBEDDED
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", _secure)
+SECURE_SSL_REDIRECT = _env_bool("DJANGO_SECURE_SSL_REDIRECT", _secure)
+SECURE_REDIRECT_EXEMPT = [r"^wire/", r"^healthz$", r"^metrics$"]
+try:
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "").strip() or (31536000 if _secure else 0))
+except ValueError:
+    raise ConfigError("DJANGO_SECURE_HSTS_SECONDS is not a whole number of seconds") from None
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", _secure)
+SECURE_HSTS_PRELOAD = _env_bool("DJANGO_SECURE_HSTS_PRELOAD", _secure)
+# Behind a proxy that terminates TLS: the header it sets, e.g. HTTP_X_FORWARDED_PROTO (value "https").
+if os.environ.get("DJANGO_SECURE_PROXY_SSL_HEADER", "").strip():
+    SECURE_PROXY_SSL_HEADER = (os.environ["DJANGO_SECURE_PROXY_SSL_HEADER"].strip(), "https")
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 ALLOWED_HOSTS = [
     h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()
 ]

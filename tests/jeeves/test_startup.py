@@ -94,3 +94,17 @@ def test_compose_keeps_flower_on_loopback_with_no_default_password():
     assert all(str(p).startswith("127.0.0.1:") for p in flower.get("ports", []))
     command = " ".join(flower["command"])
     assert "admin:jeeves" not in command and ":-" not in command  # no fallback password
+
+
+def test_check_deploy_is_clean_under_production_settings(tmp_path):
+    argv = [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"]
+    result = _run(argv, {**NOT_EMBEDDED, **SECRETS}, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_the_dependency_audit_runs_before_the_tests_and_says_when_it_could_not_check():
+    script = (ROOT / "scripts" / "test").read_text()
+    assert script.index("scripts/audit-deps") < script.index("pytest")
+    audit = (ROOT / "scripts" / "audit-deps").read_text()
+    assert "NOT audited" in audit and "pip-audit" in (ROOT / "requirements.txt").read_text()
