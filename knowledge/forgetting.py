@@ -261,7 +261,8 @@ def purge_channel(channel_id: str) -> Counter:
         logged = [channel_id, *(str(i) for ids in record_ids.values() for i in ids), *map(str, summary_ids)]
         _delete(LogEntry.objects.filter(content_type__app_label="knowledge", object_id__in=logged), counts)
         _delete(ChannelConfig.objects.filter(channel_id=channel_id), counts)
-    logger.info("channel purged: channel=%s %s", channel_id, dict(counts))
+    # Once committed: a preview (`jeeves purge` without --yes) rolls back and logs nothing.
+    transaction.on_commit(lambda: logger.info("channel purged: channel=%s %s", channel_id, dict(counts)))
     return counts
 
 
@@ -349,7 +350,7 @@ def purge_user(user_id: str) -> Counter:
             row.context_updated_by = None if row.context_updated_by == user_id else row.context_updated_by
             row.save(update_fields=["stakeholders", "state_changed_by", "context_updated_by"])
             counts[_table(ChannelConfig)] += 1
-    logger.info("person purged: %s", dict(counts))
+    transaction.on_commit(lambda: logger.info("person purged: %s", dict(counts)))
     return counts
 
 

@@ -54,7 +54,7 @@ def run(options: dict[str, Any], command: Any) -> None:
             raise CommandError("nothing deleted")
     counts = _purge(options)
     _forget_in_memory(options)
-    command.stdout.write(f"Purged {what} (rows per table):\n{_table(counts)}")
+    command.stdout.write(f"Purged {what} (rows deleted or changed, per table):\n{_table(counts)}")
 
 
 def _forget_in_memory(options: dict[str, Any]) -> None:
