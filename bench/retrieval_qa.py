@@ -220,6 +220,7 @@ def main() -> None:
     parser.add_argument("--gold", action="store_true", help="seed gold records into an own database first")
     parser.add_argument("--offline", action="store_true", help="seed the offline extractor's records instead")
     parser.add_argument("--verbose", action="store_true", help="list every miss")
+    parser.add_argument("--show", action="store_true", help="print every question with its answer")
     args = parser.parse_args()
     path = Path(args.path)
     files = sorted(path.glob("conv-*.json")) if path.is_dir() else [path]
@@ -261,6 +262,8 @@ def main() -> None:
         print(f"evalset {path.name}: {len(convs)} conversations, {mode}, offline engine")
         for line in evaluation.render(s, rows if args.verbose else None):
             print(f"  {line}")
+        if args.show:
+            print("\n".join(evaluation.transcript(rows)))
     finally:
         if cleanup:
             cleanup()

@@ -1,23 +1,32 @@
 """Answers in Jeeves' voice (DESIGN.md §7): offline templates over the context pack, or the `respond` slot.
 
-The offline engine (model `local`) writes from templates; a model writes from the same pack and its
-text passes the same voice guard. Every answer names channel, approximate date and friendly ids.
+An answer leads with the answer: its first sentence is the best record said in the form the question
+asks for (who: owner and deadline; when; status; why: the reason; a decision: what, who, when), then at
+most two records that add to it. Only records whose relevance is close to the best one's are cited; a
+decision that replaced (or was replaced by) the best is said as what changed. Dates are spoken in the
+channel's timezone ("the 13th of March"), people by name, the channel only when it is not the one asked
+in. A model writes from the same pack; its answer is checked (`unchecked`) and the offline composer's
+replaces it when it cites what the pack does not hold, cites nothing, or quotes the records.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Annotated
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field
 
 from jeeves.config import LOCAL_MODEL
+from pipeline.offline.verbatim import MAX_RUN, longest_common_run
+from retrieval.fusion import RecordKey
 from retrieval.pack import ContextPack, approx_date
-from retrieval.plan import QueryPlan
+from retrieval.plan import QueryPlan, form_of
 from retrieval.records import Record
 from retrieval.relevance import citable
 
@@ -25,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 NO_RECORD = "I'm afraid I have no record of that particular matter."
 CONTRADICTION = "One notes that this appears to differ from"
-MAX_CITED = 5
+MAX_CITED = 3  # the record that answers, and at most two that add to it
 
 
 @dataclass(frozen=True)
@@ -35,75 +44,245 @@ class Answer:
     model: str
 
 
-def _where(record: Record) -> str:
-    return f"in {record.channel_name}, around {approx_date(record.occurred_at)}"
+@dataclass(frozen=True)
+class Setting:
+    """Where the answer is spoken: the asking channel (its timezone for dates) and the moment."""
+
+    channel_id: str = ""
+    timezone: str = "UTC"
+    now: datetime | None = None
+    names: Mapping[str, str] = field(default_factory=dict)  # qualified user id -> display name
+
+
+# Opening words that read lower-case inside a sentence; any other first word (a name, a product, an
+# acronym) keeps its case, and most record texts open a sentence of their own.
+_COMMON_OPENERS = frozenset(
+    """a an the all any no none every each both either neither only our their this that these those there
+    it we they from for in on at to until after before during new more less fewer further""".split()
+)
+
+
+def _clause(text: str) -> str:
+    """A record's text as part of a sentence: no final stop, a common first word lower-cased."""
+    text = " ".join(text.split()).rstrip(" .;")
+    first = text.split(" ", 1)[0]
+    return text[:1].lower() + text[1:] if first in {w.capitalize() for w in _COMMON_OPENERS} else text
 
 
 def _sentence(text: str) -> str:
-    text = text.strip().rstrip(".")
-    return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
+    """A record's text as a sentence of its own: capital first, no final stop (the caller adds one)."""
+    text = " ".join(text.split()).rstrip(" .;")
+    return text[:1].upper() + text[1:]
 
 
-def _describe(record: Record, plan: QueryPlan) -> str:
-    if record.type == "decision":
-        line = f"{record.cite_id}: it was decided {_where(record)} that {_sentence(record.text)}."
-        if record.detail.get("rationale") and plan.intent in ("institutional", "dependency"):
-            line += f" The reasoning recorded: {_sentence(record.detail['rationale'])}."
+class _Speaker:
+    """Turns records into sentences for one answer: dates in the channel's timezone, names, ids."""
+
+    def __init__(self, setting: Setting) -> None:
+        self.setting = setting
+        self.tz = _zone(setting.timezone)
+        self.now = setting.now or datetime.now(self.tz)
+
+    def date(self, moment: datetime | None) -> str:
+        if moment is None:
+            return "an unrecorded date"
+        return approx_date(moment.astimezone(self.tz), self.now.astimezone(self.tz))
+
+    def ref(self, record: Record, *extra: str) -> str:
+        """ " (DEC-0002, q2-budget, the 3rd of March)": the id, the channel when it is not the asker's."""
+        parts = [record.cite_id if record.friendly_id else ""]
+        if record.channel_id != self.setting.channel_id:
+            parts.append(record.channel_name)  # a 1:1 answers from several channels: say which
+        inner = ", ".join(p for p in (*parts, *extra) if p)
+        return f" ({inner})" if inner else ""
+
+    def deciders(self, record: Record) -> str:
+        names = [self.setting.names.get(u) for u in record.detail.get("decided_by") or []]
+        names = [n for n in names if n]
+        if not names:
+            return ""
+        return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+    # ------------------------------------------------------------------ actions
+
+    def task(self, record: Record) -> str | None:
+        """The task of an action written "Owner to do X" as "do X"; None when it is not in that form."""
+        owner = (record.detail.get("owner_name") or "").split()
+        m = re.match(r"([A-Z][\w'-]*)(?:\s+[A-Z][\w'-]*)?\s+(?:is\s+)?(?:to|will)\s+", record.text.strip())
+        # The opening name must be the owner's (a first name, a short form of it, or the full name).
+        if not owner or not m or m.group(1)[:3].lower() != owner[0][:3].lower():
+            return None
+        return _clause(record.text.strip()[m.end() :])
+
+    def action(self, record: Record, form: str) -> str:
+        owner = record.detail.get("owner_name")
+        due = record.detail.get("deadline")
+        done = record.status == "done"
+        task = self.task(record)
+        ref = self.ref(record)
+        if owner and task:
+            core = f"{owner} {'undertook' if done else 'is'} to {task}{ref}"
+        elif owner:
+            core = f"{owner} has it in hand{ref}: {_clause(record.text)}"
+        else:
+            core = f"No one has been named for it{ref}: {_clause(record.text)}"
+        if done:
+            finished = record.detail.get("completed_at")
+            outcome = f"it was done on {self.date(finished)}" if finished else "it has been done"
+            return f"{'That is done: ' if form == 'status' else ''}{core}; {outcome}."
+        if form == "when":
+            return f"By {self.date(due)}: {core}." if due else f"No date was set: {core}."
+        when = f", by {self.date(due)}" if due else ""
+        return f"{'That is still open: ' if form == 'status' else ''}{core}{when}."
+
+    # ------------------------------------------------------------------ decisions
+
+    def decision(self, record: Record, form: str) -> str:
+        when = self.date(record.occurred_at)
+        by = self.deciders(record)
+        text = _sentence(record.text)
+        if form == "who" and by:
+            line = f"{by} decided it on {when}: {text}{self.ref(record)}."
+        elif form == "when":
+            line = f"That was decided on {when}: {text}{self.ref(record)}."
+        else:
+            decided = f"decided on {when}" + (f" by {by}" if by else "")
+            line = f"{text}{self.ref(record, decided)}."
+        rationale = record.detail.get("rationale")
+        if rationale and form in ("why", "blocks"):
+            line += f" The reason given: {_clause(rationale)}."
         if record.status in ("superseded", "reversed"):
             later = record.detail.get("superseded_by")
-            when = record.detail.get("valid_until")
-            line += f" This was later {record.status}"
-            line += f" by {later}" if later else ""
-            line += f", around {approx_date(when)}" if when else ""
-            line += "."
+            until = record.detail.get("valid_until")
+            line += f" It was later {record.status}{' by ' + later if later else ''}"
+            line += f", on {self.date(until)}." if until else "."
         return line
-    if record.type == "action":
-        owner = record.detail.get("owner_name") or "no one in particular"
-        due = record.detail.get("deadline")
-        line = f"{record.cite_id}: {owner} undertook {_where(record)} to see to this: {_sentence(record.text)}"
-        line += f", due {approx_date(due)}." if due else "."
-        if record.status == "done":
-            done_at = record.detail.get("completed_at")
-            line += " It has since been completed" + (f", around {approx_date(done_at)}." if done_at else ".")
-        elif record.status == "open":
-            line += " It remains open."
-        else:
-            line += f" It is marked {record.status}."
-        return line
-    if record.type == "summary":
-        return f"The {record.status} summary {_where(record)} records that {_sentence(record.text)}."
-    return f"A note {_where(record)} records that {_sentence(record.text)}."
+
+    def change(self, old: Record, new: Record, *, original_first: bool) -> str:
+        """Current state and what changed (or, asked about the original, the original and what followed)."""
+        since = self.date(new.occurred_at)
+        if original_first:
+            return (
+                f"Originally: {_sentence(old.text)}{self.ref(old, self.date(old.occurred_at))}. "
+                f"Since {since}: {_sentence(new.text)}{self.ref(new)}."
+            )
+        verb = "reversed" if old.status == "reversed" else "replaced"
+        return (
+            f"{_sentence(new.text)}{self.ref(new, 'since ' + since)}. "
+            f"It {verb} {old.cite_id} of {self.date(old.occurred_at)}: {_clause(old.text)}."
+        )
+
+    # ------------------------------------------------------------------ the rest
+
+    def note(self, record: Record) -> str:
+        if record.type == "summary":
+            return f"From the {record.status} summary to {self.date(record.occurred_at)}: {_sentence(record.text)}."
+        return f"Noted on {self.date(record.occurred_at)}: {_sentence(record.text)}{self.ref(record)}."
+
+    def lead(self, record: Record, form: str) -> str:
+        if record.type == "action":
+            return self.action(record, form)
+        if record.type == "decision":
+            return self.decision(record, form)
+        return self.note(record)
+
+    def support(self, record: Record) -> str:
+        """A supporting record in one sentence, said as what it adds to the lead."""
+        if record.type == "signal" and record.status == "blocker":
+            return f"One notes a blocker on {self.date(record.occurred_at)}: {_sentence(record.text)}."
+        if record.type == "decision":
+            return f"Also decided, on {self.date(record.occurred_at)}: {_sentence(record.text)}{self.ref(record)}."
+        if record.type == "action":
+            return f"Also on record: {self.action(record, 'what')}"
+        return self.note(record)
 
 
-_OPENINGS = {
-    "accountability": "If I may, as to who has the matter in hand:",
-    "temporal_context": "If I may, here is how the matter stands, and how it came to be so:",
-    "dependency": "If I may, as to what the matter rested upon:",
-    "institutional": "If I may, the reasoning on record is as follows:",
-}
+_ORIGINAL = re.compile(r"\b(original(ly)?|before|previous(ly)?|at first|used to|first plan)\b", re.I)
 
 
-def offline_answer(plan: QueryPlan, pack: ContextPack, contradictions: Sequence[tuple[Record, Record]]) -> Answer:
-    """Templates over the pack: the best records first, current decisions before what they replaced."""
-    cited = cite(pack)
+def asks_for_the_original(question: str) -> bool:
+    return bool(_ORIGINAL.search(question))
+
+
+def _zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
+
+
+def _chain(record: Record, candidates: Sequence[Record]) -> tuple[Record, Record] | None:
+    """(older, newer) when `record` replaced, or was replaced by, another decision among `candidates`."""
+    if record.type != "decision" or not record.friendly_id:
+        return None
+    for other in candidates:
+        if other.type != "decision" or other.key == record.key:
+            continue
+        if record.detail.get("superseded_by") == other.friendly_id:
+            return record, other
+        if other.detail.get("superseded_by") == record.friendly_id:
+            return other, record
+    return None
+
+
+def cite(
+    ranked: Sequence[Record],
+    scores: Mapping[RecordKey, float],
+    *,
+    margin: float,
+    limit: int = MAX_CITED,
+    original_first: bool = False,
+) -> list[Record]:
+    """The records an answer rests on: the best, and those whose relevance is within `margin` of it.
+
+    A decision that replaced (or was replaced by) the best one is cited with it whatever its score:
+    the answer gives the current state and what changed.
+    """
+    candidates = [r for r in ranked if citable(r)]
+    if not candidates:
+        return []
+    best = candidates[0]
+    top = scores.get(best.key, 0.0)
+    chosen = [best]
+    chain = _chain(best, candidates)
+    if chain:  # the current decision first, unless the question asks what it was originally
+        chosen = list(chain) if original_first else [chain[1], chain[0]]
+    for record in candidates[1:]:
+        if len(chosen) >= limit:
+            break
+        if record not in chosen and scores.get(record.key, 0.0) >= top - margin:
+            chosen.append(record)
+    return chosen
+
+
+def offline_answer(
+    plan: QueryPlan,
+    pack: ContextPack,
+    contradictions: Sequence[tuple[Record, Record]],
+    cited: Sequence[Record],
+    setting: Setting | None = None,
+) -> Answer:
+    """Templates over the cited records: the first sentence answers, the others add what they add."""
     if not cited:
         return Answer(text=NO_RECORD, cited=[], model=LOCAL_MODEL)
-    lines = [_OPENINGS.get(plan.intent, "If I may, the record shows the following:")]
-    lines.extend(f"- {_describe(r, plan)}" for r in cited)
-    for newer, older in contradictions:
-        lines.append(
-            f"{CONTRADICTION} {older.cite_id} ({older.channel_name}, around {approx_date(older.occurred_at)}), "
-            f"which is still in force alongside {newer.cite_id}. Shall I mark one of them as superseded?"
+    speaker = _Speaker(setting or Setting())
+    form = form_of(pack.question)
+    lead, rest = cited[0], list(cited[1:])
+    chain = _chain(lead, rest)
+    if chain:
+        older, newer = chain
+        sentences = [speaker.change(older, newer, original_first=asks_for_the_original(pack.question))]
+        rest.remove(older if newer.key == lead.key else newer)
+    else:
+        sentences = [speaker.lead(lead, form)]
+    others = [next(r for r in pair if r.key != lead.key) for pair in contradictions]
+    sentences.extend(speaker.support(r) for r in rest if r not in others)
+    for other in others:
+        sentences.append(
+            f"{CONTRADICTION} {other.cite_id} ({speaker.date(other.occurred_at)}): {_sentence(other.text)}. "
+            "Both are still in force; shall I mark one of them as superseded?"
         )
-    related = [r for r in pack.records if r.type == "entity" and r.detail.get("relations")]
-    if related:
-        lines.append("Related, for context: " + "; ".join(r.detail["relations"] for r in related[:2]) + ".")
-    return Answer(text=voice("\n".join(lines)), cited=cited, model=LOCAL_MODEL)
-
-
-def cite(pack: ContextPack) -> list[Record]:
-    """The records an answer rests on, best first: citable kinds only, current decisions ahead of replaced ones."""
-    return [r for r in pack.ranked if citable(r)][:MAX_CITED]
+    return Answer(text=voice(" ".join(sentences)), cited=list(cited), model=LOCAL_MODEL)
 
 
 def voice(text: str) -> str:
@@ -126,22 +305,43 @@ class ModelAnswer(BaseModel):
 
     model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
     answer: Annotated[str, Field(min_length=1, max_length=4000)]
-    cited: list[str] = []
+    cited: list[Annotated[str, Field(max_length=40)]] = []
 
 
 RESPOND_FORMAT = (
     'Reply with one JSON object: {"answer": "<your reply>", "cited": ["<id of each record you relied on>"]}. '
-    "Use the ids shown in square brackets."
+    "Use the ids shown in square brackets; cite at most three, the one that answers first. "
+    "The first sentence answers the question; add at most two records, only when they add something."
 )
 
 
+def unchecked(reply: ModelAnswer, pack: ContextPack) -> str | None:
+    """Why a model's answer may not be shown (None when it may): it must cite only records of the pack,
+    cite at least one unless it says there is no record, and never quote ten words of the pack's texts."""
+    known = {r.cite_id for r in pack.records if citable(r)}
+    if any(c not in known for c in reply.cited):
+        return "cites a record that is not in the pack"
+    if not reply.cited and reply.answer != NO_RECORD:
+        return "cites nothing"
+    if longest_common_run(reply.answer, [r.text for r in pack.records]) > MAX_RUN:
+        return "quotes the records"
+    return None
+
+
 def respond(
-    plan: QueryPlan, pack: ContextPack, contradictions: Sequence[tuple[Record, Record]], *, channel_id: str
+    plan: QueryPlan,
+    pack: ContextPack,
+    contradictions: Sequence[tuple[Record, Record]],
+    cited: Sequence[Record],
+    setting: Setting,
 ) -> Answer:
-    """The answer from the `respond` slot (or `complex` above the complexity threshold), offline when `local`."""
+    """The answer from the `respond` slot (or `complex` above the complexity threshold), offline when `local`.
+
+    A model's answer is checked (`unchecked`) and replaced by the offline composer's when it fails.
+    """
     from pipeline import llm
 
-    offline = offline_answer(plan, pack, contradictions)
+    offline = offline_answer(plan, pack, contradictions, cited, setting)
     if not offline.cited:
         return offline  # nothing to answer from: the no-record sentence, and no model call
     slot, _model = model_for(plan)
@@ -158,14 +358,17 @@ def respond(
             messages,
             ModelAnswer,
             lambda: ModelAnswer(answer=offline.text, cited=[r.cite_id for r in offline.cited]),
-            channel_id=channel_id,
+            channel_id=setting.channel_id,
         )
     except llm.SlotFailure:
         logger.warning("%s: no valid answer from the model; answering offline", slot)
         return offline
     if reply.model == LOCAL_MODEL:
         return offline
-    by_id = {r.cite_id: r for r in pack.ranked}
-    cited = [by_id[c] for c in dict.fromkeys(reply.value.cited) if c in by_id and citable(by_id[c])]
-    # A model that names no valid id still rests on the pack: cite what was put in front of it.
-    return Answer(text=voice(reply.value.answer), cited=cited or offline.cited, model=reply.model)
+    problem = unchecked(reply.value, pack)
+    if problem:
+        logger.warning("%s: model %s answer %s; answering offline", slot, reply.model, problem)
+        return offline
+    by_id = {r.cite_id: r for r in pack.records}
+    chosen = [by_id[c] for c in dict.fromkeys(reply.value.cited)][:MAX_CITED]
+    return Answer(text=voice(reply.value.answer), cited=chosen, model=reply.model)

@@ -24,7 +24,7 @@ from retrieval.fusion import Fused, RecordKey, fuse
 from retrieval.pack import build_pack
 from retrieval.plan import PlanContext, QueryPlan, analyse
 from retrieval.records import Hydrator, Record, contradicting_pairs
-from retrieval.relevance import rerank, settled
+from retrieval.relevance import relevance, rerank, settled
 from retrieval.scope import RetrievalScope, UnknownChannel
 
 logger = logging.getLogger(__name__)
@@ -186,6 +186,31 @@ def retrieve(
     return Retrieval(plan=plan, fused=fused, records=records, path_hits=hits, timings_ms=timings, path_ms=path_ms)
 
 
+def _contradictions(
+    cited: list[Record], candidates: list[Record], scope: RetrievalScope, cfg: RetrievalConfig
+) -> list[tuple[Record, Record]]:
+    """Pairs (newer, older) of contradicting decisions in force, one of them the record that answers."""
+    if not cited or cited[0].type != "decision":
+        return []
+    decisions = [r for r in candidates if r.type == "decision"][: answers.MAX_CITED * 2]
+    pairs = contradicting_pairs(decisions, scope, cfg.contradiction_threshold)
+    return [(newer, older) for newer, older in pairs if cited[0] in (newer, older)][:1]
+
+
+def _names(channel_id: str, records: list[Record]) -> dict[str, str]:
+    """Display names by user id: the channel's member cache, and the owners records carry."""
+    from redis.exceptions import RedisError
+
+    from pipeline import members
+
+    names = {r.detail["owner_id"]: r.detail["owner_name"] for r in records if r.detail.get("owner_name")}
+    try:
+        names.update({m.user_id: m.name for m in members.all_members(channel_id) if m.name})
+    except RedisError as exc:  # names make the answer kinder; without the cache it still answers
+        logger.warning("ask: member cache unavailable (%s); deciders unnamed", type(exc).__name__)
+    return names
+
+
 def ask(channel_id: str, user_id: str, question: str) -> AskResult:
     """Answer `question` for `user_id` asking in `channel_id`, citing the records it rests on."""
     cfg = RetrievalConfig.from_settings()
@@ -207,9 +232,18 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
     answering_keys = {r.key for r in answering}
     ranked = [r for r in ranked if r.key in answering_keys or r.type == "entity"]
     pack = build_pack(question, ranked, cfg.context_tokens)
-    cited_now = answers.cite(pack)
-    pairs = contradicting_pairs([r for r in cited_now if r.type == "decision"], scope, cfg.contradiction_threshold)
-    result = answers.respond(found.plan, pack, pairs, channel_id=channel_id)
+    in_pack = [r for r in answering if r in pack.records]
+    scores = {r.key: relevance(r, cfg.lexical_weight) for r in in_pack}
+    original = answers.asks_for_the_original(question)
+    cited = answers.cite(in_pack, scores, margin=cfg.cite_margin, original_first=original)
+    pairs = _contradictions(cited, in_pack, scope, cfg)
+    for pair in pairs:  # the answer names both sides of a contradiction, so it cites both
+        missing = [r for r in pair if r not in cited]
+        cited = [*cited[: answers.MAX_CITED - len(missing)], *missing]
+    setting = answers.Setting(
+        channel_id=channel_id, timezone=scope.timezone, now=timezone.now(), names=_names(channel_id, ranked)
+    )
+    result = answers.respond(found.plan, pack, pairs, cited, setting)
     timings["answer"] = _ms(t)
     by_key = {f.key: f for f in found.fused}
     cited = [

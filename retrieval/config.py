@@ -29,6 +29,8 @@ class RetrievalConfig:
     lexical_weight: float = 1.0
     fusion_weight: float = 0.1
     answer_min_relevance: float = 0.7
+    # An answer cites the best record and those within cite_margin of its relevance (at most three).
+    cite_margin: float = 0.15
     hnsw_ef_search: int = 40
     # Semantic path: a scope with at most this many embeddings is scanned exactly (btree pre-filter,
     # ~10 ms per 1,000 rows on the bench); a larger one walks the HNSW index with an iterative scan

@@ -1,6 +1,9 @@
 """Answer scoring on evalset conversations (evalset README, "Scoring"): ask every gold question in its
 channel and check the first five cited records, or the exact no-record sentence; plus cross-channel probes.
 
+Beside that top-5 figure, what a reader notices: whether the first cited record is an expected one
+(top-1), the share of cited records that are expected (cited precision), and how long answers are.
+
 Runs against whatever the database holds for the conversation's channel: a `jeeves replay`, or gold
 records seeded by bench/retrieval_qa.py.
 """
@@ -8,6 +11,8 @@ records seeded by bench/retrieval_qa.py.
 from __future__ import annotations
 
 import json
+import re
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +44,14 @@ def score_conversation(conv: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for q in conv["gold"]["questions"]:
         result: AskResult = ask(conv["channel"]["id"], asker, q["q"])
+        wanted = set(q.get("evidence") or [])
+        for gid in q["expected"]:
+            wanted |= evidence.get(gid, set())
+        expected = [bool(_ids(r) & wanted) for r in result.records]
         if not q["expected"]:
             ok = result.answer == NO_RECORD
         else:
-            wanted = set(q.get("evidence") or [])
-            for gid in q["expected"]:
-                wanted |= evidence.get(gid, set())
-            ok = any(_ids(r) & wanted for r in result.records[:TOP])
+            ok = any(expected[:TOP])
         rows.append(
             {
                 "conversation": conv["id"],
@@ -53,11 +59,21 @@ def score_conversation(conv: dict[str, Any]) -> list[dict[str, Any]]:
                 "kind": q["kind"],
                 "no_record": not q["expected"],
                 "ok": ok,
+                "top1": bool(expected[:1] and expected[0]),
                 "cited": [r.id for r in result.records[:TOP]],
+                "cited_expected": sum(expected),
+                "cited_count": len(expected),
+                "answer": result.answer,
+                "words": words(result.answer),
                 "timings_ms": result.timings_ms,
             }
         )
     return rows
+
+
+def words(text: str) -> int:
+    """An answer's length in words (ids and dates count as words)."""
+    return len(re.findall(r"\S+", text))
 
 
 def score_probes(probes: list[dict[str, Any]], convs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -103,6 +119,8 @@ def summarise(rows: list[dict[str, Any]], probes: list[dict[str, Any]] | None = 
             kind["answerable"] += 1
             kind["answerable_top5"] += r["ok"]
     probes = probes or []
+    cited = sum(r.get("cited_count", 0) for r in answerable)
+    answered = [r["words"] for r in rows if "words" in r and r.get("answer") != NO_RECORD]
     return {
         "questions": len(rows),
         "answerable": len(answerable),
@@ -111,6 +129,12 @@ def summarise(rows: list[dict[str, Any]], probes: list[dict[str, Any]] | None = 
         "no_record": len(none),
         "no_record_right": sum(r["ok"] for r in none),
         "no_record_rate": round(sum(r["ok"] for r in none) / max(1, len(none)), 3),
+        "answerable_top1": sum(r.get("top1", False) for r in answerable),
+        "answerable_top1_rate": round(sum(r.get("top1", False) for r in answerable) / max(1, len(answerable)), 3),
+        "cited": cited,
+        "cited_expected": sum(r.get("cited_expected", 0) for r in answerable),
+        "cited_precision": round(sum(r.get("cited_expected", 0) for r in answerable) / max(1, cited), 3),
+        "median_answer_words": statistics.median(answered) if answered else 0,
         "by_kind": dict(sorted(by_kind.items())),
         "probes": len(probes),
         "probes_right": sum(p["ok"] for p in probes),
@@ -121,11 +145,16 @@ def summarise(rows: list[dict[str, Any]], probes: list[dict[str, Any]] | None = 
 def render(s: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> list[str]:
     """The figures as text lines; with `rows`, every miss too."""
     lines = [
+        f"answerable questions whose first cited record is expected (top-1): "
+        f"{s['answerable_top1']}/{s['answerable']} = {s['answerable_top1_rate']:.1%}",
         f"answerable questions with an expected record in the top {TOP}: "
         f"{s['answerable_top5']}/{s['answerable']} = {s['answerable_top5_rate']:.1%}",
+        f"cited precision (cited records that are expected, answerable questions): "
+        f"{s['cited_expected']}/{s['cited']} = {s['cited_precision']:.1%}",
         f"no-record questions answered with the no-record sentence: "
         f"{s['no_record_right']}/{s['no_record']} = {s['no_record_rate']:.1%}",
     ]
+    lines.append(f"median answer length (answers other than no-record): {s['median_answer_words']} words")
     if s["probes"]:
         lines.append(
             f"cross-channel probes answered 'no record' without a leak: {s['probes_right']}/{s['probes']}"
@@ -140,9 +169,17 @@ def render(s: dict[str, Any], rows: list[dict[str, Any]] | None = None) -> list[
         )
     )
     for r in rows or []:
-        if not r["ok"]:
-            lines.append(
-                f"MISS {r['conversation']} [{r['kind']}{', no-record' if r['no_record'] else ''}] "
-                f"{r['question']} -> {r['cited']}"
-            )
+        if not r["ok"] or not (r["no_record"] or r.get("top1", True)):
+            label = "MISS" if not r["ok"] else "NOT-FIRST"
+            kind = r["kind"] + (", no-record" if r["no_record"] else "")
+            lines.append(f"{label} {r['conversation']} [{kind}] {r['question']} -> {r['cited']}")
+    return lines
+
+
+def transcript(rows: list[dict[str, Any]]) -> list[str]:
+    """Every question with the answer given, for reading them as the person who asked."""
+    lines = []
+    for r in rows:
+        mark = "ok" if r["ok"] and (r["no_record"] or r.get("top1")) else ("top5" if r["ok"] else "MISS")
+        lines += [f"[{mark}] {r['conversation']} {r['kind']}: {r['question']}", f"    {r.get('answer', '')}"]
     return lines

@@ -41,10 +41,18 @@ def count_tokens(text: str, model: str = "local") -> int:
     return int(_token_counter()(model=model, text=text))
 
 
-def approx_date(moment: datetime | None) -> str:
+def ordinal(day: int) -> str:
+    suffix = "th" if 11 <= day % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    return f"{day}{suffix}"
+
+
+def approx_date(moment: datetime | None, now: datetime | None = None) -> str:
+    """A date as a person says it: "the 13th of March", with the year only when it is not this year's."""
     if moment is None:
         return "an unrecorded date"
-    return f"{moment.day} {moment:%B %Y}"
+    year = (now or datetime.now(moment.tzinfo)).year
+    spoken = f"the {ordinal(moment.day)} of {moment:%B}"
+    return spoken if moment.year == year else f"{spoken} {moment.year}"
 
 
 def render(record: Record) -> str:

@@ -156,6 +156,28 @@ def _match_names(question: str, names: dict[str, str]) -> list[str]:
     return list(found)
 
 
+# What the question asks for, read from its wording (general question words, not evalset phrases).
+_FORMS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("who", re.compile(r"\b(who|whom|whose|owner|owns|responsible|assigned)\b", re.I)),
+    ("why", re.compile(r"\b(why|reason|reasons|rationale)\b", re.I)),
+    ("blocks", re.compile(r"\b(block\w*|held up|hold\w* (\w+ )?up|waiting (on|for)|stuck|depend\w*)\b", re.I)),
+    ("when", re.compile(r"^\W*when\b|\b(by when|what (date|day|time)|deadline|due)\b", re.I)),
+    ("status", re.compile(r"\b(status|done|finished|completed?|yet|progress|still)\b", re.I)),
+)
+
+
+def form_of(question: str) -> str:
+    """The shape the first sentence takes: who, why, blocks, when, status, or what (the record itself)."""
+    for form, cue in _FORMS:
+        if cue.search(question):
+            return form
+    return "what"
+
+
+def words_of(text: str) -> list[str]:
+    return _WORD.findall(text)
+
+
 def keywords_of(question: str) -> list[str]:
     words = [w for w in _WORD.findall(question)]
     kept: dict[str, None] = {}

@@ -24,12 +24,13 @@ class RetrievalScope:
     channel_id: str
     user_id: str
     personal: bool = False
+    timezone: str = "UTC"  # the asking channel's, for the dates an answer speaks
 
     @classmethod
     def for_asker(cls, channel_id: str, user_id: str) -> RetrievalScope:
         row = (
             ChannelConfig.objects.filter(channel_id=channel_id, left_at__isnull=True)
-            .values("organisation_id", "is_personal")
+            .values("organisation_id", "is_personal", "timezone")
             .first()
         )
         if row is None:
@@ -39,6 +40,7 @@ class RetrievalScope:
             channel_id=channel_id,
             user_id=user_id,
             personal=row["is_personal"],
+            timezone=row["timezone"] or "UTC",
         )
 
     def params(self) -> dict[str, str]:

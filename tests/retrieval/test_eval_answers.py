@@ -65,6 +65,12 @@ def test_eval_answers_scores_questions_and_probes(tmp_path):
     # Actions were not seeded: nothing to find for the accountability question.
     assert not ok["Who is writing the retry_attempts migration and when is it due?"]
     assert got["answerable_top5"] == sum(ok.values()) - (got["no_record_right"])
+    # What a reader notices: the first record right, how much of what is cited is right, answer length.
+    rows = [r for r in got["per_question"] if not r["no_record"]]
+    assert got["answerable_top1"] == sum(r["top1"] for r in rows) <= got["answerable_top5"]
+    assert got["cited"] == sum(r["cited_count"] for r in rows) and all(r["cited_count"] <= 3 for r in rows)
+    assert got["cited_precision"] == round(got["cited_expected"] / got["cited"], 3)
+    assert 5 < got["median_answer_words"] < 80
     assert got["by_kind"]["accountability"] == {
         "answerable": 1,
         "answerable_top5": 0,
@@ -83,3 +89,5 @@ def test_eval_answers_scores_questions_and_probes(tmp_path):
     call_command("jeeves", "eval", str(tmp_path), "--from", str(saved), "--answers", stdout=text)
     assert f"answerable questions with an expected record in the top 5: {got['answerable_top5']}/6" in text.getvalue()
     assert "cross-channel probes answered 'no record' without a leak: 1/1" in text.getvalue()
+    assert "(top-1):" in text.getvalue() and "cited precision" in text.getvalue()
+    assert "median answer length" in text.getvalue()
