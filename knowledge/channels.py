@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
 
+import psycopg
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -66,6 +67,28 @@ def ensure_channel(
     return channel
 
 
+# The webhook's admission, one statement: the gate (state, epoch, left, tombstone) under a share lock on the
+# channel row, and the receipt written only when the gate is open. set_config(..., true) lasts for this
+# transaction only. synchronous_commit off: a receipt lost to a crash in the next few milliseconds only
+# weakens dedupe of a redelivery, which the tiers' natural keys cover. lock_timeout / statement_timeout: a
+# state change holding the row, or a stalled server, fails the webhook with 503 within the backend timeout.
+_ADMIT = f"""WITH gate AS (
+  SELECT set_config('synchronous_commit', 'off', true), set_config('lock_timeout', %(budget)s, true),
+         set_config('statement_timeout', %(budget)s, true),
+         c.state, c.epoch, c.left_at IS NOT NULL AS left_channel,
+         EXISTS (SELECT 1 FROM message_tombstones t WHERE t.channel_id = c.channel_id
+                 AND t.wire_msg_id = %(msg)s AND t.expires_at > now()) AS forgotten
+  FROM channel_config c WHERE c.channel_id = %(channel)s FOR SHARE OF c
+), receipt AS (
+  INSERT INTO {MessageReceipt._meta.db_table}
+    (channel_id, wire_msg_id, author_id, sent_at, received_at, tier, categories, outcome)
+  SELECT %(channel)s, %(msg)s, %(author)s, %(sent_at)s, now(), 0, '{{}}', %(queued)s FROM gate
+  WHERE gate.state = %(active)s AND NOT gate.left_channel AND NOT gate.forgotten
+  ON CONFLICT (channel_id, wire_msg_id) DO NOTHING RETURNING id
+)
+SELECT gate.state, gate.epoch, gate.left_channel, gate.forgotten, EXISTS (SELECT 1 FROM receipt) FROM gate"""
+
+
 @contextmanager
 def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at: datetime) -> Iterator[tuple[str, int]]:
     """Admit one message: yields (outcome, epoch) with outcome unknown | dropped | forgotten | duplicate | admitted.
@@ -73,40 +96,51 @@ def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at:
     Holds a share lock on the channel row until the block ends, so a state change (an UPDATE)
     waits for admissions in flight and later ones see the new state: a secure-mode flush that
     runs after the change commits catches everything admitted before it. The receipt (no
-    content) is the dedupe: a redelivered message is a `duplicate`.
+    content) is the dedupe: a redelivered message is a `duplicate`. The block commits when it
+    ends and rolls back when it raises (a failed publish leaves no receipt).
+
+    Two round trips, this being the webhook's hot path: `BEGIN` and the admission statement travel
+    in one simple query (Django's atomic() sends `BEGIN` on a round trip of its own), then `COMMIT`
+    or `ROLLBACK`; nothing in the block may use the ORM, as this transaction is outside Django's
+    bookkeeping. Inside a caller's transaction (a test's) it runs in a savepoint instead.
     """
-    budget_ms = str(int(settings.JEEVES.backend_timeout_s * 1000))
-    with transaction.atomic(), connection.cursor() as cursor:
-        # One round trip each for the gate and the receipt: this is the webhook's hot path.
-        # synchronous_commit off: a receipt lost to a crash in the next few milliseconds only
-        # weakens dedupe of a redelivery, which the tiers' natural keys cover.
-        # lock_timeout / statement_timeout (this transaction only): a state change holding the row,
-        # or a stalled server, fails the webhook with 503 within the backend timeout.
-        # A tombstone means its author deleted it first (the delete overtook the message): never recorded.
-        cursor.execute(
-            "SELECT set_config('synchronous_commit', 'off', true), set_config('lock_timeout', %s, true),"
-            " set_config('statement_timeout', %s, true), state, epoch, left_at IS NOT NULL,"
-            " EXISTS (SELECT 1 FROM message_tombstones t WHERE t.channel_id = c.channel_id"
-            " AND t.wire_msg_id = %s AND t.expires_at > now())"
-            " FROM channel_config c WHERE c.channel_id = %s FOR SHARE OF c",
-            [budget_ms, budget_ms, wire_msg_id, channel_id],
-        )
-        row = cursor.fetchone()
-        if row is None:
-            yield "unknown", 0
-        elif row[3] != ChannelState.ACTIVE or row[5]:
-            yield "dropped", row[4]
-        elif row[6]:
-            yield "forgotten", row[4]
-        else:
-            cursor.execute(
-                f"INSERT INTO {MessageReceipt._meta.db_table}"
-                " (channel_id, wire_msg_id, author_id, sent_at, received_at, tier, categories, outcome)"
-                " VALUES (%s, %s, %s, %s, now(), 0, '{}', %s)"
-                " ON CONFLICT (channel_id, wire_msg_id) DO NOTHING RETURNING id",
-                [channel_id, wire_msg_id, author_id, sent_at, MessageReceipt.Outcome.QUEUED],
-            )
-            yield ("admitted" if cursor.fetchone() else "duplicate"), row[4]
+    params = {
+        "budget": str(int(settings.JEEVES.backend_timeout_s * 1000)),
+        "msg": wire_msg_id,
+        "channel": channel_id,
+        "author": author_id,
+        "sent_at": sent_at,
+        "queued": MessageReceipt.Outcome.QUEUED,
+        "active": ChannelState.ACTIVE,
+    }
+    if connection.in_atomic_block:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_ADMIT, params)
+            yield _admission(cursor.fetchone())
+        return
+    with connection.cursor() as cursor:
+        try:
+            # Simple query protocol (Django's client-side binding cursor): several statements, one round trip.
+            cursor.execute("BEGIN; " + _ADMIT, params)
+            cursor.nextset()  # past BEGIN's empty result
+            yield _admission(cursor.fetchone())
+        except BaseException:
+            if cursor.connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                with suppress(DatabaseError):  # the error being raised is the one to report
+                    cursor.execute("ROLLBACK")
+            raise
+        cursor.execute("COMMIT")
+
+
+def _admission(row: tuple | None) -> tuple[str, int]:
+    if row is None:
+        return "unknown", 0
+    state, epoch, left, forgotten, written = row
+    if state != ChannelState.ACTIVE or left:
+        return "dropped", epoch
+    if forgotten:
+        return "forgotten", epoch
+    return ("admitted" if written else "duplicate"), epoch
 
 
 # Sent once a state change (or a request for the state the channel is already in) has committed:

