@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -42,11 +43,72 @@ def local_model() -> Any:
     return _model
 
 
-def _embed_local(texts: list[str]) -> list[list[float]]:
+def _encode(texts: list[str]) -> list[list[float]]:
     vectors = local_model().encode(
         texts, batch_size=_BATCH, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
     )
     return vectors.tolist()  # float32 → Python floats, in C (a per-element loop cost ~15 µs a vector)
+
+
+@dataclass
+class _Request:
+    texts: list[str]
+    vectors: list[list[float]] | None = None
+    error: BaseException | None = None
+
+
+class _Batcher:
+    """Batches the concurrent callers of one process into one forward pass (MiniLM embeds ~5x more sentences
+    a second in batches than one at a time on a small CPU). No waiting is added: a caller who finds the model
+    idle encodes at once whatever is queued, its own texts included; callers arriving meanwhile queue and the
+    first of them to wake takes them all in the next pass. A worker running one task at a time (prefork,
+    concurrency 1) sees no change; a thread pool's tasks share passes. One pass at a time also keeps torch's
+    model out of concurrent calls."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition()
+        self._queue: list[_Request] = []
+        self._busy = False
+        self.passes = 0  # forward passes run, for the bench and the tests
+        self.requests = 0  # calls served
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        mine = _Request(texts)
+        with self._cv:
+            self._queue.append(mine)
+            while self._busy and mine.vectors is None and mine.error is None:
+                self._cv.wait()
+            if mine.vectors is None and mine.error is None:
+                self._busy = True
+                batch, self._queue = self._queue, []
+        if mine.vectors is None and mine.error is None:
+            self._run(batch)
+        if mine.error is not None:
+            raise mine.error
+        return mine.vectors  # type: ignore[return-value]
+
+    def _run(self, batch: list[_Request]) -> None:
+        try:
+            vectors = _encode([t for r in batch for t in r.texts])
+            at = 0
+            for r in batch:
+                r.vectors, at = vectors[at : at + len(r.texts)], at + len(r.texts)
+        except BaseException as exc:  # every caller of the pass gets the error, as it would have alone
+            for r in batch:
+                r.error = exc
+        finally:
+            with self._cv:
+                self.passes += 1
+                self.requests += len(batch)
+                self._busy = False
+                self._cv.notify_all()
+
+
+batcher = _Batcher()
+
+
+def _embed_local(texts: list[str]) -> list[list[float]]:
+    return batcher.embed(texts)
 
 
 def _embed_remote(model: str, texts: list[str]) -> list[list[float]]:

@@ -61,3 +61,32 @@ def test_an_unreachable_provider_falls_back_to_local() -> None:
     with _with_embed_slot("openai/text-embedding-3-small", llm_base_url="http://127.0.0.1:9/v1", llm_timeout_ms=2000):
         vectors = embedder.embed(["a decision about retries"])
     assert len(vectors[0]) == 384
+
+
+def test_concurrent_callers_share_forward_passes_and_each_gets_its_own_vectors() -> None:
+    """A thread pool's tasks embed in one pass: callers who arrive while the model is busy are batched."""
+    import threading
+
+    texts = [f"note number {i} about the deployment window" for i in range(8)]
+    alone = [embedder.embed([t])[0] for t in texts]
+    got: dict[int, list[float]] = {}
+    start = threading.Barrier(len(texts) + 1)
+
+    def call(i: int) -> None:
+        start.wait()
+        got[i] = embedder.embed([texts[i]])[0]
+
+    def busy() -> None:  # keeps the model busy while the callers arrive
+        start.wait()
+        embedder.embed([f"a longer sentence to keep the model busy, number {i}" for i in range(256)])
+
+    passes, requests = embedder.batcher.passes, embedder.batcher.requests
+    threads = [threading.Thread(target=busy)] + [threading.Thread(target=call, args=(i,)) for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert embedder.batcher.requests - requests == len(texts) + 1
+    assert embedder.batcher.passes - passes < len(texts) + 1  # some passes served several callers
+    for i, vector in enumerate(alone):
+        assert max(abs(a - b) for a, b in zip(vector, got[i], strict=True)) < 1e-4
