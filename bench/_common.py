@@ -115,8 +115,8 @@ def start_web(stack: ExitStack, env: dict[str, str], workers: int, cwd: Path = R
     raise SystemExit("web process did not come up")
 
 
-def start_worker(stack: ExitStack, env: dict[str, str], queue: str, concurrency: int, pool: str = "prefork") -> None:
-    """A `celery worker` for one queue in its own process group; returns once it says it is ready."""
+def start_worker(stack: ExitStack, env: dict[str, str], queue: str, concurrency: int, pool: str = "prefork") -> Path:
+    """A `celery worker` for one queue in its own process group; returns its log once it says it is ready."""
     log = Path(tempfile.mkstemp(prefix=f"jeeves-bench-{queue}-", suffix=".log")[1])
     stack.callback(log.unlink, missing_ok=True)
     out = log.open("wb")
@@ -155,3 +155,4 @@ def start_worker(stack: ExitStack, env: dict[str, str], queue: str, concurrency:
         if proc.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"worker for {queue} did not start:\n{log.read_text(errors='replace')[-2000:]}")
         time.sleep(0.2)
+    return log
