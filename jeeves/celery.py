@@ -95,7 +95,9 @@ app.conf.update(
     # Beat: `summarise_due_channels` runs hourly and writes the daily (weekly: Monday) summary of
     # each channel where it is then the 08:00 hour in its own timezone (pipeline/summaries.py);
     # weekly at :05 so Sunday's daily, written at :00, is there. `staleness_check` twice a day
-    # nudges about overdue open actions not asked about in 24 h (pipeline/staleness.py).
+    # nudges about overdue open actions not asked about in 24 h (pipeline/staleness.py);
+    # `raise_contradictions` every five minutes asks about held conflicting decisions once both are
+    # 30 minutes old (pipeline/contradictions.py).
     beat_schedule={
         "daily-summaries": {
             "task": "pipeline.tasks.summarise_due_channels",
@@ -108,6 +110,11 @@ app.conf.update(
             "schedule": crontab(minute=5),
             "options": {"queue": Queue.SUMMARISE.value, "expires": 3000},
             "kwargs": {"granularity": "weekly"},
+        },
+        "contradiction-prompts": {
+            "task": "pipeline.tasks.raise_contradictions",
+            "schedule": crontab(minute="*/5"),
+            "options": {"queue": Queue.SUMMARISE.value, "expires": 240},
         },
         "staleness-check": {
             "task": "pipeline.tasks.staleness_check",

@@ -161,6 +161,60 @@ class Decision(models.Model):
         return f"{self.friendly_id}: {self.summary[:60]}"
 
 
+class ConflictVerdict(models.TextChoices):
+    CONTRADICTS = "contradicts", "Contradicts"
+    SUPERSEDES = "supersedes", "Replaces"
+    COMPATIBLE = "compatible", "Compatible"
+
+
+class ConflictStatus(models.TextChoices):
+    COMPATIBLE = "compatible", "Judged compatible: nothing to raise"
+    HELD = "held", "Held until both decisions are 30 minutes old"
+    RAISED = "raised", "Raised in the channel"
+    SUPERSEDED = "superseded", "The older was marked superseded by the newer"
+    KEPT = "kept", "Both kept"
+    DISMISSED = "dismissed", "Dismissed"
+    WITHDRAWN = "withdrawn", "One of them changed before it was raised: never raised"
+
+
+class DecisionConflict(models.Model):
+    """A pair of decisions of one channel, judged once after the newer was recorded (DESIGN.md §9).
+
+    At most one row per pair (`older`, `newer`): a pair is judged, held, raised and answered once.
+    `reason` is the judge's one-line synthesised reason, never message text.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    channel = models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+")
+    organisation_id = models.TextField()
+    older = models.ForeignKey(Decision, on_delete=models.CASCADE, db_column="older_id", related_name="+")
+    newer = models.ForeignKey(Decision, on_delete=models.CASCADE, db_column="newer_id", related_name="+")
+    verdict = models.TextField(choices=ConflictVerdict.choices)
+    stated = models.BooleanField(
+        default=False, db_default=False, help_text="The team said the newer replaces the older"
+    )
+    score = models.FloatField(help_text="The judge's confidence in its verdict (0..1)")
+    cosine = models.FloatField(null=True, blank=True, help_text="Similarity of the two decisions' vectors")
+    reason = models.TextField(blank=True, default="", db_default="")
+    judge_model = models.TextField(help_text="Model that judged the pair ('local' = the offline engine)")
+    status = models.TextField(choices=ConflictStatus.choices)
+    detected_at = models.DateTimeField(db_default=Now())
+    raised_at = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.TextField(null=True, blank=True, help_text="Who answered; empty when Jeeves acted itself")
+
+    class Meta:
+        db_table = "decision_conflicts"
+        constraints = [models.UniqueConstraint(fields=["older", "newer"], name="conflicts_pair_uniq")]
+        indexes = [
+            models.Index(fields=["status"], name="conflicts_held_idx", condition=Q(status="held")),
+            models.Index(fields=["channel", "-resolved_at"], name="conflicts_channel_resolved_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.older_id} / {self.newer_id}: {self.verdict} ({self.status})"
+
+
 class ActionStatus(models.TextChoices):
     OPEN = "open", "Open"
     DONE = "done", "Done"
@@ -583,3 +637,22 @@ class EntityMention(models.Model):
             models.Index(fields=["channel_id"], name="entity_mentions_channel_idx"),
             GinIndex(fields=["wire_msg_ids"], name="entity_mentions_msgs_gin"),
         ]
+
+
+class DigestSubscription(models.Model):
+    """A person's wish for the Monday 08:00 personal digest, delivered in their 1:1 with Jeeves."""
+
+    id = models.BigAutoField(primary_key=True)
+    channel = models.ForeignKey(
+        ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+", help_text="The 1:1"
+    )
+    user_id = models.TextField()
+    organisation_id = models.TextField()
+    enabled = models.BooleanField(default=True, db_default=True)
+    updated_at = models.DateTimeField(db_default=Now())
+    last_sent_on = models.DateField(null=True, blank=True, help_text="The channel-local Monday last sent")
+
+    class Meta:
+        db_table = "digest_subscriptions"
+        constraints = [models.UniqueConstraint(fields=["channel", "user_id"], name="digest_subscriptions_uniq")]
+        indexes = [models.Index(fields=["user_id"], name="digest_subscriptions_user_idx")]

@@ -107,7 +107,9 @@ class _Batcher:
 batcher = _Batcher()
 
 
-def _embed_local(texts: list[str]) -> list[list[float]]:
+def embed_local(texts: list[str]) -> list[list[float]]:
+    """Bundled MiniLM vectors (normalised), whatever the embed slot: the space the offline engine's
+    learned parts were fitted in."""
     return batcher.embed(texts)
 
 
@@ -128,7 +130,7 @@ def _embed_remote(model: str, texts: list[str]) -> list[list[float]]:
 
 def _embed_with(model: str, texts: list[str]) -> list[list[float]]:
     if model == LOCAL_MODEL:
-        return _embed_local(texts)
+        return embed_local(texts)
     return _embed_remote(model, texts)
 
 

@@ -26,7 +26,7 @@ from knowledge.models import (
     Entity,
     MessageReceipt,
 )
-from pipeline import debounce, embed, llm, offline, prompts, window
+from pipeline import contradictions, debounce, embed, llm, offline, prompts, window
 from pipeline.classify import build_context, context_json
 from pipeline.context import ChannelContext
 from pipeline.schemas import ExtractResult
@@ -93,6 +93,7 @@ def run(channel: ChannelConfig) -> RunReport:
         for wire_msg_id in forgetting.tombstoned(channel.channel_id, by_id):
             forgetting.forget_message(channel.channel_id, wire_msg_id)
         _queue_embeddings(channel, written)
+        contradictions.queue_check(channel, written["decision"])
     _finish(channel.channel_id, pending_ids)
     return report
 

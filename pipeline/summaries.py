@@ -21,7 +21,7 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field
 
 from jeeves.config import LOCAL_MODEL
-from knowledge import proactive
+from knowledge import contradictions, proactive
 from knowledge.models import (
     Action,
     ActionStatus,
@@ -29,6 +29,7 @@ from knowledge.models import (
     ChannelState,
     ConversationSignal,
     Decision,
+    DecisionConflict,
     DecisionStatus,
     MessageReceipt,
     SignalType,
@@ -84,12 +85,13 @@ class Material:
     actions: list[Action] = field(default_factory=list)
     signals: list[ConversationSignal] = field(default_factory=list)
     dailies: list[Summary] = field(default_factory=list)
+    superseded: list[DecisionConflict] = field(default_factory=list)  # replacements recorded in the period
     message_count: int = 0
     participants: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not (self.decisions or self.actions or self.signals or self.dailies)
+        return not (self.decisions or self.actions or self.signals or self.dailies or self.superseded)
 
 
 # --------------------------------------------------------------------------- when
@@ -167,6 +169,7 @@ def gather(channel: ChannelConfig, granularity: Granularity, period: Period) -> 
             decisions=[by_decision[i] for i in decision_ids if i in by_decision],
             actions=[by_action[i] for i in action_ids if i in by_action],
             dailies=dailies,
+            superseded=contradictions.superseded_between(channel.channel_id, period.start, period.end),
             message_count=sum(d.message_count or 0 for d in dailies),
             participants=sorted({p for d in dailies for p in d.participants}),
         )
@@ -198,6 +201,7 @@ def gather(channel: ChannelConfig, granularity: Granularity, period: Period) -> 
         decisions=decisions,
         actions=actions,
         signals=signals,
+        superseded=contradictions.superseded_between(channel.channel_id, period.start, period.end),
         message_count=count,
         participants=sorted(people),
     )
@@ -249,11 +253,19 @@ def _decision_line(decision: Decision) -> str:
     return f"- {decision.friendly_id}{status}: {decision.summary.rstrip('.')}."
 
 
+def _superseded_line(pair: DecisionConflict) -> str:
+    older, newer = pair.older.friendly_id, pair.newer.friendly_id
+    if pair.resolved_by:
+        return f"- {older} is now superseded by {newer}, as confirmed in the channel."
+    return f"- {older} is superseded by {newer}: the team said the plan had changed, and I have marked it so."
+
+
 def _records_part(material: Material) -> list[str]:
     lines: list[str] = []
     if material.decisions:
         lines.append("Decisions:")
         lines += _more([_decision_line(d) for d in material.decisions[:LIST_LIMIT]], len(material.decisions))
+    lines += [_superseded_line(p) for p in material.superseded[:LIST_LIMIT]]
     still_open = [a for a in material.actions if a.status == ActionStatus.OPEN]
     if still_open:
         lines.append("Actions still open:")
@@ -349,6 +361,10 @@ def _model_input(material: Material) -> str:
             for a in material.actions
         ],
         "signals": [{"type": s.signal_type, "note": s.summary} for s in material.signals],
+        "superseded": [
+            {"decision": p.older.friendly_id, "by": p.newer.friendly_id, "confirmed_by_someone": bool(p.resolved_by)}
+            for p in material.superseded
+        ],
         "dailies": [
             {"date": d.period_start.astimezone(zone).date().isoformat(), "summary": d.summary} for d in material.dailies
         ],

@@ -208,6 +208,25 @@ def staleness_check() -> None:
     staleness.run()
 
 
+@shared_task(name="pipeline.tasks.check_contradictions", queue=Queue.EXTRACT.value)
+def check_contradictions(channel_id: str, epoch: int, decision_ids: list[str]) -> None:
+    """After an extraction run: judge its decisions against the channel's recent ones (DESIGN.md §9)."""
+    from pipeline import contradictions
+
+    channel = _accepting(channel_id, epoch, "contradiction_check")
+    if channel is None:
+        return
+    contradictions.check(channel, decision_ids)
+
+
+@shared_task(name="pipeline.tasks.raise_contradictions", queue=Queue.SUMMARISE.value)
+def raise_contradictions() -> None:
+    """Beat, every five minutes: one prompt per held conflict whose decisions are both 30 minutes old."""
+    from pipeline import contradictions
+
+    contradictions.raise_due()
+
+
 @task_revoked.connect
 def _count_expired(sender=None, request=None, expired: bool = False, **kwargs) -> None:
     """Celery dropped a task past its `expires`: count it (and mark its receipt) instead of losing it silently."""

@@ -12,7 +12,7 @@ import logging
 from django.conf import settings
 
 from jeeves.redis import get_redis
-from knowledge import channels, review
+from knowledge import channels, contradictions, review
 from knowledge.models import ChannelState
 from pipeline import claimcheck, members
 from retrieval import commands as knowledge_commands
@@ -207,11 +207,20 @@ def button_reply(channel_id: str, user_id: str, button_id: str | None, outcome: 
             return _stale_answer(channel_id, user_id, friendly, choice)
     if prefix == "contradiction":
         parts = rest.split(":")
-        if len(parts) == 3 and parts[2] == "supersede":
-            return Reply(knowledge_commands.supersede_decision(channel_id, user_id, parts[0], parts[1]))
-        if len(parts) == 3 and parts[2] in {"keep", "dismiss"}:
-            return Reply(replies.CONTRADICTION_KEPT if parts[2] == "keep" else replies.DISMISSED)
+        if len(parts) == 3 and parts[2] in contradictions.CHOICES:
+            return _contradiction_answer(channel_id, user_id, *parts)
     return Reply(replies.BUTTON_UNKNOWN)
+
+
+def _contradiction_answer(channel_id: str, user_id: str, older: str, newer: str, choice: str) -> Reply:
+    """A raised pair answered: supersede (the older superseded by the newer), keep both, or dismiss.
+    Either way the pair is closed and never raised again."""
+    if choice == "supersede":
+        text = knowledge_commands.supersede_decision(channel_id, user_id, older, newer)
+    else:
+        text = replies.CONTRADICTION_KEPT if choice == "keep" else replies.DISMISSED
+    contradictions.resolve(channel_id, older, newer, choice, by=user_id)
+    return Reply(text)
 
 
 def _stale_answer(channel_id: str, user_id: str, friendly_id: str, choice: str) -> Reply:
