@@ -33,7 +33,9 @@ from pipeline import claimcheck, debounce, embed, extract, llm, summaries, windo
 from pipeline import contradictions as duty
 from pipeline.offline import contradiction as judge
 from pipeline.window import WindowMessage
+from tests.conftest import WorkerProcess, service_env, wait_for
 from tests.fakes.openai_server import FakeOpenAI, answer, raw
+from tests.wire_bridge.conftest import isolated_redis  # noqa: F401 - a fixture
 
 T = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)  # a Monday
 ANA, TOM = f"{uuid.uuid4()}@wire.example", f"{uuid.uuid4()}@wire.example"
@@ -381,10 +383,17 @@ def test_a_stated_replacement_is_told_in_the_next_daily_summary():
 # --------------------------------------------------------------------------- through a real worker
 
 
+@pytest.fixture(scope="module")
+def check_worker(django_db_setup, django_db_blocker, isolated_redis):  # noqa: F811
+    """An extract worker on a broker of this module's own (the session's worker must not take other tests' tasks)."""
+    worker = WorkerProcess("extract", service_env(isolated_redis), name="contradictions")
+    yield worker
+    worker.stop()
+
+
 @pytest.mark.django_db(transaction=True)
-def test_the_check_runs_on_a_worker_and_drops_a_channel_that_moved_to_a_new_epoch(celery_worker_process):
+def test_the_check_runs_on_a_worker_and_drops_a_channel_that_moved_to_a_new_epoch(check_worker):
     from pipeline.tasks import check_contradictions
-    from tests.conftest import wait_for
 
     ch = _channel()
     budget = _decision(ch, "DEC-0001", BUDGET, T)

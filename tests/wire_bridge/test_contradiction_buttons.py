@@ -23,15 +23,19 @@ from wire_bridge import replies
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# The decisions were made two hours before the clock is frozen at the real present: the workers and the
-# brokers' task expiry run on real time, so the frozen instant must be now.
-NOW = timezone.now().replace(microsecond=0)
-T = NOW - timedelta(hours=2)
 CHOICES = ("supersede", "keep", "dismiss")
 
 
-def _held_pairs(channel_id: str) -> list[DecisionConflict]:
-    """Three held pairs (DEC-0001/2, DEC-0003/4, DEC-0005/6), decided two hours ago."""
+@pytest.fixture
+def now() -> datetime:
+    """The instant the clock is frozen at: the real present, since the workers and the broker's task expiry
+    run on real time (a prompt published at a frozen past instant would be expired on arrival)."""
+    return timezone.now().replace(microsecond=0)
+
+
+def _held_pairs(channel_id: str, now: datetime) -> list[DecisionConflict]:
+    """Three held pairs (DEC-0001/2, DEC-0003/4, DEC-0005/6), decided two hours before `now`."""
+    at = now - timedelta(hours=2)
     ch = ChannelConfig.objects.get(channel_id=channel_id)
     pairs = []
     for n in (1, 2, 3):
@@ -41,10 +45,10 @@ def _held_pairs(channel_id: str) -> list[DecisionConflict]:
                 organisation_id=ch.organisation_id,
                 friendly_id=f"DEC-{k:04d}",
                 summary=text,
-                decided_at=T + timedelta(minutes=k),
-                source_ref=source_ref([(f"m{k}", T)]),
+                decided_at=at + timedelta(minutes=k),
+                source_ref=source_ref([(f"m{k}", at)]),
                 source_key=f"k{k}",
-            )  # fmt: skip
+            )
             for k, text in (
                 (2 * n - 1, f"The print run for leaflet {n} is 500 copies."),
                 (2 * n, f"The print run for leaflet {n} is 800 copies."),
@@ -64,23 +68,23 @@ def _closed(pairs: list[DecisionConflict]) -> list[str]:
     return [DecisionConflict.objects.get(pk=p.pk).status for p in pairs]
 
 
-def test_each_button_through_the_sidecar(bridge, fakes, respond_worker):  # noqa: F811
+def test_each_button_through_the_sidecar(bridge, fakes, respond_worker, now):  # noqa: F811
     url, _ = bridge
     sidecar, _ = fakes
     conv, alice = f"{uuid.uuid4()}@wire.example", f"{uuid.uuid4()}@wire.example"
     members = [{"userId": alice, "role": "ADMIN", "name": "Alice", "handle": "alice"}, {"userId": APP_ID}]
     assert sidecar.emit(url, sidecar_app_added(conv, members, name="print", tz="UTC")).status_code == 200
-    pairs = _held_pairs(conv)
+    pairs = _held_pairs(conv, now)
     start = len(sidecar.messages)
 
-    assert _raise(T + timedelta(minutes=31)) == 0  # the hold: each newer is under 30 minutes old
-    assert _raise(NOW) == 3
+    assert _raise(now - timedelta(minutes=89)) == 0  # the hold: each newer decision is under 30 minutes old
+    assert _raise(now) == 3
     prompts = sidecar.wait_for_messages(start + 3)[start:]
 
     by_pair = {tuple(b["id"] for b in p["buttons"])[0].rsplit(":", 1)[0]: p for p in prompts}
     first = by_pair["contradiction:DEC-0001:DEC-0002"]
     assert first["type"] == "composite" and first["conversationId"] == qid(conv)
-    day = duty.on_date(T, "UTC", NOW)
+    day = duty.on_date(now - timedelta(hours=2), "UTC", now)
     assert first["text"] == (
         f"One notes that DEC-0002, settled on {day} (The print run for leaflet 1 is 800 copies), appears to differ "
         f"from the decision of {day} (DEC-0001: The print run for leaflet 1 is 500 copies). The print runs differ. "
@@ -119,20 +123,20 @@ def test_each_button_through_the_sidecar(bridge, fakes, respond_worker):  # noqa
     older = Decision.objects.get(channel_id=conv, friendly_id="DEC-0001")
     assert (older.status, older.superseded_by.friendly_id, older.reviewed_by) == ("superseded", "DEC-0002", alice)
     assert Decision.objects.get(channel_id=conv, friendly_id="DEC-0003").status == "active"
-    assert _raise(NOW + timedelta(seconds=1)) == 0
+    assert _raise(now + timedelta(seconds=1)) == 0
     assert sidecar.errors == []
 
 
-def test_each_button_through_roman_poll_positions(bridge, fakes, respond_worker):  # noqa: F811
+def test_each_button_through_roman_poll_positions(bridge, fakes, respond_worker, now):  # noqa: F811
     url, _ = bridge
     _, roman = fakes
     conv, alice = str(uuid.uuid4()), str(uuid.uuid4())
     channel_id = f"{conv}@wire.example"
     bot = roman.add_bot(url, conv, [alice])
-    pairs = _held_pairs(channel_id)
+    pairs = _held_pairs(channel_id, now)
     start = len(roman.messages)
 
-    assert _raise(NOW) == 3
+    assert _raise(now) == 3
     polls = [body for _, body in roman.wait_for_messages(start + 3)[start:]]
 
     by_pair = {re.search(r"Shall I record (DEC-\d{4})", p["text"]["data"]).group(1): p for p in polls}
@@ -157,5 +161,5 @@ def test_each_button_through_roman_poll_positions(bridge, fakes, respond_worker)
         replies.DISMISSED,
     ]
     assert _closed(pairs) == [ConflictStatus.SUPERSEDED, ConflictStatus.KEPT, ConflictStatus.DISMISSED]
-    assert _raise(NOW + timedelta(seconds=1)) == 0
+    assert _raise(now + timedelta(seconds=1)) == 0
     assert roman.errors == []
