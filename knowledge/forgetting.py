@@ -26,6 +26,8 @@ from knowledge.models import (
     ChannelConfig,
     ConversationSignal,
     Decision,
+    DecisionConflict,
+    DigestSubscription,
     Embedding,
     Entity,
     EntityMention,
@@ -341,7 +343,11 @@ def purge_user(user_id: str) -> Counter:
         _delete(Summary.objects.filter(pk__in=ids), counts)
         _delete(Embedding.objects.filter(author_id=user_id), counts)
         _delete(MessageReceipt.objects.filter(author_id=user_id), counts)
+        _delete(DigestSubscription.objects.filter(user_id=user_id), counts)
         counts[_table(Decision)] += Decision.objects.filter(reviewed_by=user_id).update(reviewed_by=None)
+        counts[_table(DecisionConflict)] += DecisionConflict.objects.filter(resolved_by=user_id).update(
+            resolved_by=None
+        )
         for row in ChannelConfig.objects.select_for_update().filter(
             Q(stakeholders__contains=[user_id]) | Q(state_changed_by=user_id) | Q(context_updated_by=user_id)
         ):

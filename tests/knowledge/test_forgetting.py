@@ -16,7 +16,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 from psycopg import sql
 
-from knowledge import forgetting, proactive, services
+from knowledge import contradictions, forgetting, proactive, services
 from knowledge.models import (
     Action,
     ChannelConfig,
@@ -98,6 +98,11 @@ class Populated:
         m0, m1, m2, m3 = self.msgs
         self.decision = self._decision(ch, [m0, m1], "The team chose the slower release train.", [self.person], 1)
         self.kept_decision = self._decision(other, self.other_msgs[:1], "Billing moves to the new ledger.", [], 2)
+        # The colleague's later decision conflicts with the person's; the person asked for the Monday digest.
+        self.later = self._decision(ch, [m1], "The team chose the faster release train.", [self.colleague], 8)
+        verdict = contradictions.Verdict("contradicts", "The trains differ.", 0.8)
+        contradictions.record_verdict(self.decision, self.later, verdict, cosine=0.9, judge_model="local")
+        proactive.set_digest(ch, self.person, True)
         self.action = services.record_action(
             ch,
             description="Someone will write up the release checklist.",
@@ -195,6 +200,7 @@ def test_a_purged_channel_leaves_no_row_in_any_table(world):
         "channel_config", "decisions", "actions", "conversation_signals", "entities", "entity_mentions",
         "entity_relationships", "embeddings", "summaries", "message_receipts", "pipeline_counters",
         "friendly_id_sequences", "llm_calls", "message_tombstones", "roman_bots", "django_admin_log",
+        "decision_conflicts", "digest_subscriptions",
     }  # fmt: skip
 
     printed = _purge("--channel", world.cid, "--yes")
@@ -287,7 +293,7 @@ def test_retention_ages_out_old_records_and_their_vectors(world):
     Decision.objects.filter(pk=fresh.pk).update(decided_at=T0 + timedelta(days=100))
     assert forgetting.age_out(None) == {}  # JEEVES_RETENTION_DAYS unset: kept
     counts = forgetting.age_out(T0 + timedelta(days=50))
-    assert counts["decisions"] == 2 and counts["embeddings"] >= 5
+    assert counts["decisions"] == 3 and counts["embeddings"] >= 5
     assert list(Decision.objects.values_list("pk", flat=True)) == [fresh.pk]
     assert not MessageReceipt.objects.filter(channel_id=world.cid).exists()
     # No vector is left for a record that is gone.

@@ -284,18 +284,18 @@ def test_a_pair_is_held_until_both_decisions_are_half_an_hour_old_then_raised_on
     with time_machine.travel(T + timedelta(minutes=41), tick=False):
         [raised] = _raised(mine)
         assert raised.pk == pair.pk and raised.raised_at == T + timedelta(minutes=41)
-    key = claimcheck.key_for(ch.channel_id, "contradiction:DEC-0001:DEC-0002")
-    assert redis_client.get(key) == (
+    ref = "contradiction:DEC-0001:DEC-0002"
+    assert redis_client.get(claimcheck.key_for(ch.channel_id, ref)) == (
         "One notes that DEC-0002, settled on the 3rd of March (The hackathon budget is 3,500 euros for food and "
         "prizes), appears to differ from the decision of the 3rd of March (DEC-0001: The hackathon budget is "
         "2,000 euros for food and prizes). Both concern the hackathon budget; the figures differ. Shall I record "
         "DEC-0001 as superseded by DEC-0002, or are both to stand?"
     )
-    sent = [kw for name, kw in map(_task, redis_client.lrange("respond", 0, -1)) if kw.get("key") == key]
+    sent = [kw for name, kw in map(_task, redis_client.lrange("respond", 0, -1)) if kw.get("message_ref") == ref]
     assert sent == [
         {
             "channel_id": ch.channel_id,
-            "key": key,
+            "message_ref": ref,
             "buttons": [
                 ["contradiction:DEC-0001:DEC-0002:supersede", "Supersede DEC-0001"],
                 ["contradiction:DEC-0001:DEC-0002:keep", "Keep both"],
