@@ -97,7 +97,8 @@ app.conf.update(
     # weekly at :05 so Sunday's daily, written at :00, is there. `staleness_check` twice a day
     # nudges about overdue open actions not asked about in 24 h (pipeline/staleness.py);
     # `raise_contradictions` every five minutes asks about held conflicting decisions once both are
-    # 30 minutes old (pipeline/contradictions.py).
+    # 30 minutes old (pipeline/contradictions.py); `send_digests` hourly at :10 sends the personal digest
+    # to subscribers whose 1:1 has just reached Monday 08:00 (retrieval/digest.py).
     beat_schedule={
         "daily-summaries": {
             "task": "pipeline.tasks.summarise_due_channels",
@@ -115,6 +116,11 @@ app.conf.update(
             "task": "pipeline.tasks.raise_contradictions",
             "schedule": crontab(minute="*/5"),
             "options": {"queue": Queue.SUMMARISE.value, "expires": 240},
+        },
+        "personal-digests": {
+            "task": "retrieval.tasks.send_digests",
+            "schedule": crontab(minute=10),
+            "options": {"queue": Queue.SUMMARISE.value, "expires": 3000},
         },
         "staleness-check": {
             "task": "pipeline.tasks.staleness_check",

@@ -1,17 +1,20 @@
-"""Writes of the proactive tier (DESIGN.md §9): claiming stale actions for a nudge, and channel summaries."""
+"""Writes of the proactive tier (DESIGN.md §9): claiming stale actions for a nudge, channel summaries, and
+the personal digest's subscriptions."""
 
 from __future__ import annotations
 
 import logging
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
-from knowledge.models import Action, ActionStatus, ChannelConfig, ChannelState, Summary
+from knowledge.models import Action, ActionStatus, ChannelConfig, ChannelState, DigestSubscription, Summary
 from knowledge.services import guard_text
 
 logger = logging.getLogger(__name__)
@@ -109,3 +112,47 @@ def record_summary(fields: SummaryFields) -> Summary | None:
         summary.pk,
     )
     return summary
+
+
+# --------------------------------------------------------------------------- the personal digest
+
+DIGEST_WEEKDAY, DIGEST_HOUR = 0, 8  # Monday 08:00 in the 1:1's timezone
+
+
+def set_digest(channel: ChannelConfig, user_id: str, enabled: bool) -> DigestSubscription:
+    """`digest on` / `digest off` in a 1:1: the Monday note is delivered there."""
+    subscription, _ = DigestSubscription.objects.update_or_create(
+        channel=channel,
+        user_id=user_id,
+        defaults={"organisation_id": channel.organisation_id, "enabled": enabled, "updated_at": timezone.now()},
+    )
+    logger.info("digest %s: channel=%s", "on" if enabled else "off", channel.channel_id)
+    return subscription
+
+
+def _local(now: datetime, zone_name: str | None) -> datetime:
+    try:
+        return now.astimezone(ZoneInfo(zone_name or "UTC"))
+    except (ZoneInfoNotFoundError, ValueError):
+        return now.astimezone(ZoneInfo("UTC"))
+
+
+def claim_due_digests(now: datetime) -> list[tuple[DigestSubscription, date]]:
+    """Enabled subscriptions of active conversations where it is now the Monday 08:00 hour and whose note for
+    that Monday has not gone out; each is stamped with the Monday in the same transaction, so a second pass
+    (or a second worker) sends nothing. A paused or secure conversation gets none."""
+    with transaction.atomic():
+        subscriptions = (
+            DigestSubscription.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("channel")
+            .filter(enabled=True, channel__state=ChannelState.ACTIVE, channel__left_at__isnull=True)
+        )
+        due = []
+        for subscription in subscriptions:
+            local = _local(now, subscription.channel.timezone)
+            if local.weekday() == DIGEST_WEEKDAY and local.hour == DIGEST_HOUR:
+                if subscription.last_sent_on != local.date():
+                    due.append((subscription, local.date()))
+        for subscription, day in due:
+            DigestSubscription.objects.filter(pk=subscription.pk).update(last_sent_on=day)
+    return due

@@ -132,18 +132,23 @@ def supersede_decision(channel_id: str, user_id: str, old_friendly_id: str, new_
     return voice(f"Very good. {old} is now recorded as superseded by {new}; its history is kept.")
 
 
-def catch_me_up(channel_id: str, user_id: str) -> str:
-    """Since the asker's last message here (or the last 24 hours): new decisions and actions, and the
-    latest summary of the period. An on-demand summary written by a model is the summarise tier's."""
+def catch_me_up(channel_id: str, user_id: str, command_msg_id: str = "") -> str:
+    """Since the asker's last message here before the command `command_msg_id` (or the last 24 hours): new
+    decisions and actions, and the latest summary of the period. The command itself has a receipt too; it
+    is not where the period starts. An on-demand summary written by a model is the summarise tier's."""
     try:
         scope = RetrievalScope.for_asker(channel_id, user_id)
     except UnknownChannel:
         return NOT_ACQUAINTED
+    now = timezone.now()
     last = _rows(
-        "SELECT max(sent_at) FROM message_receipts WHERE channel_id = %(c)s AND author_id = %(u)s",
-        {"c": channel_id, "u": user_id},
+        """SELECT max(r.sent_at) FROM message_receipts r
+           WHERE r.channel_id = %(c)s AND r.author_id = %(u)s AND r.wire_msg_id <> %(m)s
+             AND r.sent_at < COALESCE(
+                 (SELECT sent_at FROM message_receipts WHERE channel_id = %(c)s AND wire_msg_id = %(m)s), %(now)s)""",
+        {"c": channel_id, "u": user_id, "m": command_msg_id, "now": now},
     )[0][0]
-    since = last or timezone.now() - timedelta(hours=24)
+    since = last or now - timedelta(hours=24)
     params = {**scope.params(), "since": since, "n": LIST_LIMIT}
     decisions = _rows(
         f"""SELECT d.friendly_id, d.summary FROM decisions d WHERE {scope.decisions("d")}

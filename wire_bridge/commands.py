@@ -31,6 +31,9 @@ class Kind(StrEnum):
     ACTIONS_MINE = "actions_mine"
     DONE = "done"
     SUPERSEDE = "supersede"
+    MY_WEEK = "my_week"
+    DIGEST_ON = "digest_on"
+    DIGEST_OFF = "digest_off"
     DISMISS = "dismiss"
     HELP = "help"
     EMPTY = "empty"
@@ -66,6 +69,10 @@ _FIXED: dict[str, Kind] = {
     "actions": Kind.ACTIONS,
     "actions mine": Kind.ACTIONS_MINE,
     "my actions": Kind.ACTIONS_MINE,
+    "my week": Kind.MY_WEEK,
+    "my digest": Kind.MY_WEEK,
+    "digest on": Kind.DIGEST_ON,
+    "digest off": Kind.DIGEST_OFF,
     "dismiss": Kind.DISMISS,
     "help": Kind.HELP,
 }

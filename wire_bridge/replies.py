@@ -41,6 +41,15 @@ BUTTON_UNKNOWN = "I'm afraid I do not recognise that choice."
 STALE_STILL_OPEN = "Very good. I shall note that {value} remains in hand."
 STALE_CANCELLED = "Very good. I shall consider {value} withdrawn."
 CONTRADICTION_KEPT = "Very good. I shall regard both decisions as standing."
+DIGEST_ON = (
+    "Very good. Every Monday at eight I shall send you here a note of your open actions and of the "
+    'decisions that name you. "digest off" will stop it.'
+)
+DIGEST_OFF = "Very good. I shall send no more Monday notes."
+DIGEST_PRIVATE_ONLY = (
+    "I should be glad to, though such a note is best kept between ourselves. Might I ask you to say "
+    '"digest on" in a one-to-one conversation with me?'
+)
 
 HELP = """At your service. You may address me as @{handle}, followed by:
 - "pause" or "step out": I stop listening until asked to resume
@@ -51,6 +60,8 @@ HELP = """At your service. You may address me as @{handle}, followed by:
 - "catch me up" or "what did I miss": a summary of what passed since your last message
 - "context: …", and "context type|tags|stakeholders|related: …": what this channel is about
 - "decisions", "actions" or "actions mine": the current record
+- "my week": your open actions, overdue first, and the decisions of the past week that name you
+- "digest on" or "digest off", in a one-to-one conversation with me: that note every Monday at eight
 - "done ACT-n": an action is complete
 - "supersede DEC-n with DEC-m": a decision has been replaced
 - "dismiss": I let the matter I raised rest

@@ -12,10 +12,12 @@ import logging
 from django.conf import settings
 
 from jeeves.redis import get_redis
-from knowledge import channels, contradictions, review
+from knowledge import channels, contradictions, proactive, review
 from knowledge.models import ChannelState
 from pipeline import claimcheck, members
 from retrieval import commands as knowledge_commands
+from retrieval import digest
+from retrieval.scope import RetrievalScope, UnknownChannel
 from wire_bridge import replies
 from wire_bridge.commands import Command, Kind, parse, split_list
 from wire_bridge.outbound import Button, MentionSpan, Reply, send
@@ -98,7 +100,11 @@ def build_reply(channel_id: str, user_id: str, wire_msg_id: str, command: Comman
             buttons = STATE_BUTTONS.get(channel.state, ()) if channel else ()
             return Reply(knowledge_commands.channel_status(channel_id, user_id), buttons=buttons)
         case Kind.CATCH_UP:
-            return Reply(knowledge_commands.catch_me_up(channel_id, user_id))
+            return Reply(knowledge_commands.catch_me_up(channel_id, user_id, wire_msg_id))
+        case Kind.MY_WEEK:
+            return Reply(digest.my_week(channel_id, user_id))
+        case Kind.DIGEST_ON | Kind.DIGEST_OFF:
+            return _set_digest(channel_id, user_id, command.kind == Kind.DIGEST_ON)
         case Kind.DECISIONS:
             return Reply(knowledge_commands.list_decisions(channel_id, user_id))
         case Kind.ACTIONS | Kind.ACTIONS_MINE:
@@ -142,6 +148,19 @@ def _set_context(channel_id: str, user_id: str, command: Command, mentioned: lis
             channels.set_context(channel_id, "related_channels", related, by=user_id)
             return Reply(replies.CONTEXT_RELATED.format(value=", ".join(related)))
     return _set_stakeholders(channel_id, user_id, argument, mentioned)
+
+
+def _set_digest(channel_id: str, user_id: str, enabled: bool) -> Reply:
+    """The Monday note is personal: it is delivered only into a 1:1 (the same scope a 1:1 question has)."""
+    try:
+        personal = RetrievalScope.for_asker(channel_id, user_id).personal
+    except UnknownChannel:
+        return Reply(knowledge_commands.NOT_ACQUAINTED)
+    channel = channels.get_channel(channel_id)
+    if not personal or channel is None:
+        return Reply(replies.DIGEST_PRIVATE_ONLY)
+    proactive.set_digest(channel, user_id, enabled)
+    return Reply(replies.DIGEST_ON if enabled else replies.DIGEST_OFF)
 
 
 def _set_stakeholders(channel_id: str, user_id: str, argument: str, mentioned: list[str]) -> Reply:

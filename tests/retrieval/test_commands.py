@@ -1,13 +1,15 @@
-"""Knowledge-reading commands: decisions, actions (mine), status, done ACT-n, supersede DEC-n with DEC-m."""
+"""Knowledge-reading commands: decisions, actions (mine), status, done ACT-n, supersede, catch me up."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
-from knowledge.models import Action, Decision
+from knowledge.models import Action, Decision, MessageReceipt
 from retrieval import commands
+from retrieval.pack import approx_date
 from tests.retrieval import factory as f
 
 pytestmark = pytest.mark.django_db
@@ -83,3 +85,49 @@ def test_question_path(channel):
     c = channel
     reply = commands.answer_question(c["ch"].channel_id, c["alice"], "Who is submitting 4.12 to the App Store?")
     assert c["a1"].friendly_id in reply and "Alice" in reply
+
+
+# --------------------------------------------------------------------------- catch me up
+
+
+def _spoke(ch, user: str, msg: str, at) -> None:
+    MessageReceipt.objects.create(channel_id=ch.channel_id, wire_msg_id=msg, author_id=user, sent_at=at)
+
+
+def test_catch_me_up_starts_at_the_askers_last_message_before_the_command():
+    alice, bob = f.user(), f.user()
+    ch = f.channel(name="launch")
+    _spoke(ch, alice, "a1", f.NOW - timedelta(days=7))  # back after a week
+    # The command's own receipt (written at ingest) is her latest message: the period must not start there.
+    _spoke(ch, alice, "cmd", timezone.now())
+    _spoke(ch, bob, "b1", f.NOW - timedelta(hours=1))
+    week_old = f.decision(ch, "The launch moves to the Tuesday", days_ago=6)
+    older = f.decision(ch, "The launch is on a Monday", days_ago=8)
+    task = f.action(ch, "Bob to brief the press", owner=bob, owner_name="Bob")
+
+    reply = commands.catch_me_up(ch.channel_id, alice, "cmd")
+
+    assert reply.startswith(f"Since {approx_date(f.NOW - timedelta(days=7))}, if I may:")
+    assert week_old.friendly_id in reply and task.friendly_id in reply and "(Bob)" in reply
+    assert older.friendly_id not in reply
+
+
+def test_catch_me_up_for_someone_who_never_spoke_covers_the_last_day():
+    ch = f.channel()
+    recent = f.decision(ch, "Stand-ups move to 9:30", days_ago=0.5)
+    stale = f.decision(ch, "Stand-ups are at 9:00", days_ago=2)
+
+    reply = commands.catch_me_up(ch.channel_id, f.user(), "cmd")
+
+    assert recent.friendly_id in reply and stale.friendly_id not in reply
+
+
+def test_catch_me_up_in_a_quiet_channel():
+    ch = f.channel()
+    alice = f.user()
+    _spoke(ch, alice, "a1", f.NOW - timedelta(days=3))
+    f.decision(ch, "Something decided before she last spoke", days_ago=4)
+
+    reply = commands.catch_me_up(ch.channel_id, alice, "cmd")
+
+    assert reply == f"I'm afraid nothing of note has been recorded since {approx_date(f.NOW - timedelta(days=3))}."

@@ -466,3 +466,20 @@ def test_only_wire_makes_a_one_to_one_whatever_the_event_order(events):
     assert RetrievalScope.for_asker(conv, asker).personal is personal
     listed = commands.list_decisions(conv, asker)
     assert (elsewhere.friendly_id in listed) is personal, listed
+
+
+@pytest.mark.django_db
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_the_personal_digest_holds_exactly_the_askers_records_in_scope(world, data):
+    """`my week` (and the Monday note) lists only what the asker may see there, and all of their own of it."""
+    from retrieval import digest
+
+    scope = _asker(world, data)
+    found = digest.build(scope, NOW)
+    _check(world, scope, [("action", i) for i in found.actions] + [("decision", i) for i in found.decisions])
+    visible = [k[1] for k in world.truth if k[0] == "action" and _visible(world, scope, k)]
+    mine = Action.objects.filter(pk__in=visible, owner_id=scope.user_id, status="open")
+    expected = {str(pk) for pk in mine.values_list("pk", flat=True)}
+    assert set(found.actions) <= expected and len(found.actions) == min(len(expected), digest.ACTION_LIMIT)
+    assert all(scope.user_id in world.truth[("decision", i)]["decided_by"] for i in found.decisions)
