@@ -256,23 +256,47 @@ def ignored_evidence(per_conv: dict[str, Any]) -> dict[str, Any]:
 
 
 def contradictions(pairs: dict[str, tuple[dict, dict | None]]) -> dict[str, Any]:
-    """Gold contradiction pairs against the pairs the replay lists as flagged (`contradictions`: pairs of
-    decision ids); a flagged pair is right when its two decisions match the two of a gold pair."""
-    gold_n = flagged_n = right = 0
+    """The contradiction duty against the gold labels. A replay lists `contradictions`, the pairs of decision
+    ids flagged to be asked, and `supersessions`, the (older, newer) pairs Jeeves applied unasked. A flagged
+    pair is right when its two decisions match the two of a gold contradiction pair; one matching a gold
+    replacement (`superseded_by`) is a replacement asked about instead of applied; any other is a false flag.
+    An applied replacement is right when its older decision matches a gold decision superseded (or reversed)
+    by the decision its newer one matches. `both_extracted`: gold pairs whose two decisions were extracted."""
+    gold_n = flagged_n = right = false_flags = both = 0
+    replacements: Counter = Counter()
     for conv, got in pairs.values():
         got = got or _NOTHING
-        wanted = {frozenset(pair) for pair in conv["gold"].get("contradictions", [])}
-        gold_n += len(wanted)
-        flagged = got.get("contradictions") or []
-        flagged_n += len(flagged)
+        gold_decisions = conv["gold"]["decisions"]
         decisions = got["decisions"]
-        gold_of = {
-            decisions[i]["id"]: conv["gold"]["decisions"][j]["id"]
-            for i, j in match(decisions, conv["gold"]["decisions"])
-        }
-        found = {frozenset(gold_of.get(d) for d in pair) for pair in flagged}
-        right += len(found & wanted)
-    return {"gold": gold_n, "flagged": flagged_n, "right": right, "false_flags": flagged_n - right}
+        gold_of = {decisions[i]["id"]: gold_decisions[j]["id"] for i, j in match(decisions, gold_decisions)}
+        wanted = {frozenset(pair) for pair in conv["gold"].get("contradictions", [])}
+        replaced = {(d["id"], d["superseded_by"]) for d in gold_decisions if d.get("superseded_by")}
+        gold_n += len(wanted)
+        both += sum(pair <= set(gold_of.values()) for pair in wanted)
+        replacements["gold"] += len(replaced)
+        found = set()
+        for pair in got.get("contradictions") or []:
+            flagged_n += 1
+            mapped = frozenset(gold_of.get(d) for d in pair)
+            if mapped in wanted:
+                found.add(mapped)
+            elif mapped in {frozenset(r) for r in replaced}:
+                replacements["asked"] += 1
+            else:
+                false_flags += 1
+        right += len(found)
+        for older, newer in got.get("supersessions") or []:
+            replacements["applied"] += 1
+            replacements["right"] += (gold_of.get(older), gold_of.get(newer)) in replaced
+    replacements["wrong"] = replacements["applied"] - replacements["right"]
+    return {
+        "gold": gold_n,
+        "flagged": flagged_n,
+        "right": right,
+        "false_flags": false_flags,
+        "both_extracted": both,
+        "replacements": {k: replacements[k] for k in ("gold", "applied", "right", "wrong", "asked")},
+    }
 
 
 def cost(pairs: dict[str, tuple[dict, dict | None]]) -> dict[str, Any]:
@@ -340,8 +364,12 @@ def render(report: dict[str, Any], *, verbose: bool) -> str:
         f"Tier 1 categories: macro F1 {cats['macro_f1']:.2f} over {cats['classified']}/{cats['labelled']} labelled "
         "messages classified; " + ", ".join(f"{k} {v['f1']:.2f}" for k, v in cats["per_category"].items())
     )
-    c = report["contradictions"]
-    lines.append(f"contradictions: {c['right']}/{c['gold']} gold pairs flagged, {c['false_flags']} false flags")
+    c, r = report["contradictions"], report["contradictions"]["replacements"]
+    lines.append(
+        f"contradictions: {c['right']}/{c['gold']} gold pairs flagged ({c['both_extracted']} with both decisions "
+        f"extracted), {c['false_flags']} false flags; replacements applied unasked {r['right']}/{r['gold']} gold "
+        f"({r['wrong']} wrong), {r['asked']} more asked about"
+    )
     cost = report["cost"]
     lines.append(
         "model calls per 100 messages: "

@@ -262,9 +262,29 @@ def collect(
             "dropped": outcomes.get("dropped", 0) + receipts.filter(outcome=MessageReceipt.Outcome.DROPPED).count(),
             "expired": receipts.filter(outcome=MessageReceipt.Outcome.EXPIRED).count(),
         },
+        **conflicts(channel_id),
         # Labels only (never text): what Tier 1 made of each message it classified.
         "categories": dict(receipts.filter(tier__gte=1).values_list("wire_msg_id", "categories")),
         "llm_calls": llm_usage(channel_id, since),
+    }
+
+
+def conflicts(channel_id: str) -> dict[str, list[list[str]]]:
+    """The contradiction duty's outcome as decision ids: `contradictions`, the pairs flagged to be asked (held,
+    raised or answered; not those withdrawn unasked), and `supersessions`, the replacements applied unasked."""
+    from knowledge.models import ConflictStatus, ConflictVerdict, DecisionConflict
+
+    pairs = (
+        DecisionConflict.objects.filter(channel_id=channel_id)
+        .exclude(verdict=ConflictVerdict.COMPATIBLE)
+        .exclude(status=ConflictStatus.WITHDRAWN)
+        .select_related("older", "newer")
+        .order_by("older__friendly_id", "newer__friendly_id")
+    )
+    applied = [p for p in pairs if p.status == ConflictStatus.SUPERSEDED and not p.resolved_by]
+    return {
+        "contradictions": [[p.older.friendly_id, p.newer.friendly_id] for p in pairs if p not in applied],
+        "supersessions": [[p.older.friendly_id, p.newer.friendly_id] for p in applied],
     }
 
 

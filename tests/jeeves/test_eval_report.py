@@ -64,7 +64,10 @@ def test_every_section_is_in_the_report_and_scored():
     assert cats["exact_match"] == 0.5
 
     assert report["ignored_evidence"] == {"leaks": 1, "by_conversation": {"c1": ["m5"]}}
-    assert report["contradictions"] == {"gold": 1, "flagged": 2, "right": 1, "false_flags": 1}
+    none = {"gold": 0, "applied": 0, "right": 0, "wrong": 0, "asked": 0}
+    assert report["contradictions"] == {
+        "gold": 1, "flagged": 2, "right": 1, "false_flags": 1, "both_extracted": 1, "replacements": none,
+    }  # fmt: skip
 
     cost = report["cost"]
     assert cost["messages"] == 5
@@ -79,7 +82,10 @@ def test_a_conversation_with_no_replay_counts_as_nothing_found():
     report = eval_cli.score({"c1": (GOLD, None)})
     assert report["decisions"]["recall"] == 0.0
     assert report["categories"]["classified"] == 0 and report["categories"]["macro_f1"] == 0.0
-    assert report["contradictions"] == {"gold": 1, "flagged": 0, "right": 0, "false_flags": 0}
+    assert report["contradictions"] == {
+        "gold": 1, "flagged": 0, "right": 0, "false_flags": 0, "both_extracted": 0,
+        "replacements": {"gold": 0, "applied": 0, "right": 0, "wrong": 0, "asked": 0},
+    }  # fmt: skip
     assert report["cost"]["per_100_messages"] == {}
 
 
@@ -99,3 +105,32 @@ def test_questions_and_probes_sections():
     }
     probes = [{"ok": True, "leaked": []}, {"ok": False, "leaked": ["DEC-0001", "ACT-0002"]}]
     assert eval_cli.cross_channel(probes) == {"probes": 2, "answered_no_record": 1, "leaks": 2}
+
+
+def test_replacements_applied_unasked_and_asked_about_are_scored_against_superseded_by():
+    gold = _conv(
+        "c2",
+        {"m1": ["decision"], "m2": ["decision"], "m3": ["decision"], "m4": ["decision"]},
+        [
+            {"id": "D1", "evidence": ["m1"], "status": "superseded", "superseded_by": "D2"},
+            {"id": "D2", "evidence": ["m2"]},
+            {"id": "D3", "evidence": ["m3"], "status": "reversed", "superseded_by": "D4"},
+            {"id": "D4", "evidence": ["m4"]},
+        ],
+        [],
+        [],
+    )
+    got = {
+        **GOT,
+        "decisions": [_decision(f"DEC-000{n}", f"m{n}") for n in (1, 2, 3, 4)],
+        "contradictions": [["DEC-0003", "DEC-0004"]],  # a gold replacement, asked about
+        "supersessions": [["DEC-0001", "DEC-0002"], ["DEC-0002", "DEC-0003"]],  # one right, one wrong
+    }
+
+    report = eval_cli.contradictions({"c2": (gold, got)})
+
+    assert report["replacements"] == {"gold": 2, "applied": 2, "right": 1, "wrong": 1, "asked": 1}
+    assert (report["gold"], report["flagged"], report["false_flags"]) == (0, 1, 0)
+    assert "replacements applied unasked 1/2 gold (1 wrong), 1 more asked about" in eval_cli.render(
+        eval_cli.score({"c2": (gold, got)}), verbose=False
+    )

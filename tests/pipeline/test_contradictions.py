@@ -16,6 +16,7 @@ import pytest
 import time_machine
 from django.test import override_settings
 
+from jeeves.cli import replay
 from jeeves.config import SlotConfig
 from knowledge import channels, contradictions, review, services
 from knowledge.models import (
@@ -138,6 +139,10 @@ def test_a_new_decision_is_judged_against_the_channel_a_stated_replacement_appli
     # Another channel's decision, or one from four months before, is never a candidate.
     assert not DecisionConflict.objects.filter(older__in=[elsewhere, long_ago]).exists()
     assert {p.pk for p in recorded} == set(DecisionConflict.objects.filter(channel=ch).values_list("pk", flat=True))
+    # What `jeeves replay --json` lists for `jeeves eval`: pairs to be asked, replacements applied.
+    listed = replay.conflicts(ch.channel_id)
+    assert ["DEC-0002", "DEC-0006"] in listed["contradictions"]
+    assert listed["supersessions"] == [["DEC-0001", "DEC-0005"]]
     # Each pair is judged once: a redelivered check writes nothing and asks no judge again.
     calls = LlmCall.objects.filter(channel_id=ch.channel_id, slot="classify").count()
     assert duty.check(ch, [str(plants_now.pk), str(budget_now.pk)]) == []
