@@ -74,28 +74,26 @@ def build(scope: RetrievalScope, now: datetime | None = None) -> Digest:
         {**params, "n": DECISION_LIMIT},
     )
 
-    def where(name: str) -> str:
-        return f"{name}, " if scope.personal else ""
-
     def day(moment: datetime) -> str:
         return approx_date(moment.astimezone(zone))
 
-    overdue = [r for r in actions if r[3] is not None and r[3] < now]
-    coming = [r for r in actions if r[3] is not None and r[3] >= now]
-    undated = [r for r in actions if r[3] is None]
+    def line(fid: str, text: str, channel: str, when: str | None) -> str:
+        # In a 1:1 each line names its channel; in a group channel every line is that channel's.
+        said = [part for part in (channel if scope.personal else None, when) if part]
+        return f"- {fid}{' (' + ', '.join(said) + ')' if said else ''}: {text}"
+
     lines = [f"Your week, if I may, as of {day(now)}:"]
-    if overdue:
-        lines.append("Overdue:")
-        lines += [f"- {fid} ({where(ch)}was due {day(due)}): {text}" for _, fid, text, due, ch in overdue]
-    if coming:
-        lines.append("Coming up:")
-        lines += [f"- {fid} ({where(ch)}due {day(due)}): {text}" for _, fid, text, due, ch in coming]
-    if undated:
-        lines.append("Without a deadline:")
-        lines += [f"- {fid}{f' ({ch})' if scope.personal else ''}: {text}" for _, fid, text, _, ch in undated]
+    for title, rows, when in (
+        ("Overdue:", [r for r in actions if r[3] is not None and r[3] < now], "was due"),
+        ("Coming up:", [r for r in actions if r[3] is not None and r[3] >= now], "due"),
+        ("Without a deadline:", [r for r in actions if r[3] is None], None),
+    ):
+        if rows:
+            lines.append(title)
+            lines += [line(fid, text, ch, when and f"{when} {day(due)}") for _, fid, text, due, ch in rows]
     if decisions:
         lines.append("Decisions of the past week that name you:")
-        lines += [f"- {fid} ({where(ch)}{day(at)}): {text}" for _, fid, text, at, ch in decisions]
+        lines += [line(fid, text, ch, day(at)) for _, fid, text, at, ch in decisions]
     if not (actions or decisions):
         lines = [
             "I have nothing on record for you this week, I'm pleased to say: no open actions, and no decisions "

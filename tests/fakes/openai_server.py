@@ -7,12 +7,14 @@ It runs in a thread of the test process, so worker subprocesses reach it over TC
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -186,3 +188,24 @@ class FakeOpenAI:
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+@contextmanager
+def serving(settings: Any, models: dict[str, str], **config: Any) -> Iterator[FakeOpenAI]:
+    """A fake provider for one test, with each slot of `models` (slot → model name; fallback `local`)
+    pointed at it; `config` overrides other JeevesConfig fields."""
+    from django.test import override_settings
+
+    from jeeves.config import SlotConfig
+    from pipeline import llm
+
+    server = FakeOpenAI().start()
+    slots = {**settings.JEEVES.slots, **{slot: SlotConfig(model=m, fallback="local") for slot, m in models.items()}}
+    cfg = dataclasses.replace(settings.JEEVES, llm_base_url=server.base_url, llm_api_key="k", slots=slots, **config)
+    llm._router.cache_clear()
+    try:
+        with override_settings(JEEVES=cfg):
+            yield server
+    finally:
+        llm._router.cache_clear()
+        server.stop()

@@ -7,17 +7,14 @@ tests/wire_bridge/test_contradiction_buttons.py."""
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
-from django.test import override_settings
 
 from jeeves.cli import replay
-from jeeves.config import SlotConfig
 from knowledge import channels, contradictions, review, services
 from knowledge.models import (
     ChannelConfig,
@@ -30,12 +27,12 @@ from knowledge.models import (
     PipelineCounter,
     Summary,
 )
-from pipeline import claimcheck, debounce, embed, extract, llm, summaries, window
+from pipeline import claimcheck, debounce, embed, extract, summaries, window
 from pipeline import contradictions as duty
 from pipeline.offline import contradiction as judge
 from pipeline.window import WindowMessage
 from tests.conftest import WorkerProcess, service_env, wait_for
-from tests.fakes.openai_server import FakeOpenAI, answer, raw
+from tests.fakes.openai_server import answer, raw, serving
 from tests.wire_bridge.conftest import isolated_redis  # noqa: F401 - a fixture
 
 T = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)  # a Monday
@@ -164,14 +161,8 @@ def test_without_the_messages_at_hand_a_replacement_is_asked_about_not_applied()
 
 @pytest.fixture
 def provider(settings):
-    server = FakeOpenAI().start()
-    slots = {**settings.JEEVES.slots, "classify": SlotConfig(model="judge-model", fallback="local")}
-    cfg = dataclasses.replace(settings.JEEVES, llm_base_url=server.base_url, llm_api_key="k", slots=slots)
-    llm._router.cache_clear()
-    with override_settings(JEEVES=cfg):
+    with serving(settings, {"classify": "judge-model"}) as server:
         yield server
-    llm._router.cache_clear()
-    server.stop()
 
 
 @pytest.mark.django_db
@@ -210,16 +201,6 @@ def test_the_classify_slot_judges_each_pair_and_invalid_output_falls_back_to_the
 
 @pytest.mark.django_db
 def test_extraction_queues_the_check_with_the_new_decision_ids(settings, redis_client):
-    server = FakeOpenAI().start()
-    slots = {**settings.JEEVES.slots, "extract": SlotConfig(model="extract-model", fallback="local")}
-    cfg = dataclasses.replace(
-        settings.JEEVES,
-        llm_base_url=server.base_url,
-        llm_api_key="k",
-        slots=slots,
-        extract_debounce_s=3600.0,
-        extract_batch=1000,
-    )
     ch = _channel()
     at = T + timedelta(days=1)
     _said(ch, "m1", "right, from now on the plants get watered on Thursdays", at)
@@ -227,17 +208,10 @@ def test_extraction_queues_the_check_with_the_new_decision_ids(settings, redis_c
     services.mark_receipt(ch.channel_id, "m1", outcome=MessageReceipt.Outcome.PENDING_EXTRACT, tier=1)
     debounce.note_classified(ch.channel_id, "m1")
     redis_client.delete("extract")
-    server.script(
-        "extract-model",
-        answer({"decisions": [{"summary": PLANTS_NOW, "source_msg_ids": ["m1"], "confidence": 0.9}]}),
-    )
-    try:
-        with override_settings(JEEVES=cfg):
-            llm._router.cache_clear()
-            report = extract.run(ch)
-    finally:
-        llm._router.cache_clear()
-        server.stop()
+    extracted = {"decisions": [{"summary": PLANTS_NOW, "source_msg_ids": ["m1"], "confidence": 0.9}]}
+    with serving(settings, {"extract": "extract-model"}, extract_debounce_s=3600.0, extract_batch=1000) as server:
+        server.script("extract-model", answer(extracted))
+        report = extract.run(ch)
 
     decision = Decision.objects.get(channel=ch)
     assert report.written["decision"] == 1

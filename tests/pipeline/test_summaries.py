@@ -3,17 +3,14 @@ messages) through the `summarise` slot's offline template, once per period; then
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time as clock
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.test import override_settings
 from django.utils import timezone
 
-from jeeves.config import SlotConfig
 from knowledge import forgetting, services
 from knowledge.models import (
     Action,
@@ -26,9 +23,9 @@ from knowledge.models import (
     MessageReceipt,
     Summary,
 )
-from pipeline import llm, summaries, tasks, window
+from pipeline import summaries, tasks, window
 from tests.conftest import wait_for
-from tests.fakes.openai_server import FakeOpenAI, answer, raw
+from tests.fakes.openai_server import answer, raw, serving
 
 PARIS = "Europe/Paris"
 # Wednesday 12 March 2025, 07:20 UTC = 08:20 in Paris (UTC+1), 03:20 in New York, 12:50 in Kolkata.
@@ -255,16 +252,8 @@ def test_a_weekly_summary_is_written_from_the_dailies():
 
 @pytest.fixture
 def provider(settings):
-    server = FakeOpenAI().start()
-    slots = {**settings.JEEVES.slots, "summarise": SlotConfig(model="summary-model", fallback="local")}
-    cfg = dataclasses.replace(
-        settings.JEEVES, llm_base_url=server.base_url, llm_api_key="k", llm_timeout_ms=3000, slots=slots
-    )
-    llm._router.cache_clear()
-    with override_settings(JEEVES=cfg):
+    with serving(settings, {"summarise": "summary-model"}, llm_timeout_ms=3000) as server:
         yield server
-    llm._router.cache_clear()
-    server.stop()
 
 
 @pytest.mark.django_db
