@@ -84,6 +84,8 @@ def test_replayed_conversations_yield_the_gold_decisions_and_actions(live_server
         "messages",
         "categories",
         "llm_calls",
+        "contradictions",
+        "supersessions",
     }
     assert channel["messages"]["received"] > 30 and channel["messages"]["expired"] == 0
     # Tier 1's labels per message (never text) and the model calls of the replay, for `jeeves eval`.
@@ -91,6 +93,8 @@ def test_replayed_conversations_yield_the_gold_decisions_and_actions(live_server
     assert channel["llm_calls"]["classify"]["calls"] == channel["llm_calls"]["classify"]["local"] > 30
     assert channel["decisions"][0]["id"] == "DEC-0001"
     assert set(channel["decisions"][0]["source_ref"]) == {"wire_msg_ids", "timestamp_range"}
+    # The contradiction duty's outcome as decision ids (pairs to be asked, replacements applied).
+    assert all(len(pair) == 2 for pair in channel["contradictions"] + channel["supersessions"])
 
     report = eval_cli.score({n: (evalset.load(n), c) for n, c in zip(names, result["channels"], strict=True)})
     assert report["decisions"]["f1"] >= 0.6, report["decisions"]
