@@ -75,7 +75,7 @@ def build(scope: RetrievalScope, now: datetime | None = None) -> Digest:
     )
 
     def day(moment: datetime) -> str:
-        return approx_date(moment.astimezone(zone))
+        return approx_date(moment.astimezone(zone), now)
 
     def line(fid: str, text: str, channel: str, when: str | None) -> str:
         # In a 1:1 each line names its channel; in a group channel every line is that channel's.

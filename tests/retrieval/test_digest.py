@@ -133,7 +133,7 @@ def test_subscribers_get_the_monday_8am_note_once_in_their_1to1(world, redis_cli
     assert sent_at(MONDAY_8 + timedelta(minutes=30)) == 0  # once per Monday
     assert sent_at(MONDAY_8 + timedelta(days=1)) == 0  # Tuesday 08:10
     [text] = _sent(redis_client, personal.channel_id)
-    assert text.startswith("Your week, if I may, as of 10 March 2025:")
+    assert text.startswith("Your week, if I may, as of the 10th of March:")
     channels.set_state(personal.channel_id, ChannelState.PAUSED, by=w["alice"])
     assert sent_at(MONDAY_8 + timedelta(days=7)) == 0  # paused means paused
     channels.set_state(personal.channel_id, ChannelState.ACTIVE, by=w["alice"])
