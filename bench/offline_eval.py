@@ -6,6 +6,7 @@ the window holds the last 30 messages; extract runs in bursts like the debounced
 (at 10 pending messages, or 3 messages after a high-signal one) with `pending_ids`.
 
     .venv/bin/python bench/offline_eval.py [evalsets/dev] [--no-classify] [--verbose]
+    .venv/bin/python bench/offline_eval.py --quick    # a smoke run (CI): the first four conversations
 """
 
 from __future__ import annotations
@@ -145,6 +146,7 @@ def main() -> None:
     parser.add_argument("folder", nargs="?", default=str(DEFAULT_DIR))
     parser.add_argument("--no-classify", action="store_true", help="skip Tier 1 (and MiniLM); bursts from cues")
     parser.add_argument("--verbose", action="store_true", help="list misses and false positives per file")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: the first four conversations")
     args = parser.parse_args()
 
     totals: Counter[str] = Counter()
@@ -152,7 +154,7 @@ def main() -> None:
     label_pred: Counter[str] = Counter()
     label_gold: Counter[str] = Counter()
     failures: list[str] = []
-    files = sorted(p for p in Path(args.folder).glob("conv-*.json"))
+    files = sorted(p for p in Path(args.folder).glob("conv-*.json"))[: 4 if args.quick else None]
     for path in files:
         conv = json.loads(path.read_text())
         gold = conv["gold"]

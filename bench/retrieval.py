@@ -398,8 +398,6 @@ def main() -> None:
     url, cleanup = _database(tmp, args.reuse, args.pgdata)
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
-    # Loading a million rows and building the HNSW index take minutes per statement.
-    os.environ.setdefault("JEEVES_DB_STATEMENT_TIMEOUT_S", "0")
     import dj_database_url
     import django
     from django.conf import settings
@@ -407,6 +405,9 @@ def main() -> None:
     # Importing `jeeves` (for the embedded server) already read the settings: point them at the bench
     # database before the first connection, and refuse to write anywhere else.
     settings.DATABASES["default"].update(dj_database_url.parse(url))
+    # Loading a million rows and building the HNSW index take minutes per statement: no statement timeout
+    # (the settings' JEEVES_DB_STATEMENT_TIMEOUT_S was read before this script could say so).
+    settings.DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c statement_timeout=0"
     django.setup()
     from django.core.management import call_command
     from django.db import connection

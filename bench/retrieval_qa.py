@@ -3,6 +3,7 @@
     python bench/retrieval_qa.py --gold [PATH]   # own database, gold records seeded: retrieval alone
     python bench/retrieval_qa.py --offline [PATH]  # own database, offline-extracted records seeded
     python bench/retrieval_qa.py [PATH]          # the configured database, after `jeeves replay PATH`
+    python bench/retrieval_qa.py --quick         # a smoke run (CI): --gold over the first three conversations
 
 PATH defaults to evalsets/dev. With --gold the gold decisions, actions, entities and
 relationships (synthesised restatements, source_ref = the gold evidence ids) are written into a
@@ -221,9 +222,12 @@ def main() -> None:
     parser.add_argument("--offline", action="store_true", help="seed the offline extractor's records instead")
     parser.add_argument("--verbose", action="store_true", help="list every miss")
     parser.add_argument("--show", action="store_true", help="print every question with its answer")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: --gold, the first three conversations")
     args = parser.parse_args()
     path = Path(args.path)
     files = sorted(path.glob("conv-*.json")) if path.is_dir() else [path]
+    if args.quick:
+        files, args.gold = files[:3], args.gold or not args.offline
     convs = {c["id"]: c for c in (json.loads(f.read_text()) for f in files)}
     cleanup = None
     tmp = Path(tempfile.mkdtemp(prefix="jeeves-bench-qa-"))
