@@ -15,7 +15,8 @@ from django.http import HttpRequest
 
 def bearer_ok(request: HttpRequest, secret: str) -> bool:
     """True when the request carries `Authorization: Bearer <secret>` (constant-time; an unset secret admits nobody)."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    # META directly: request.headers builds a mapping of every header first.
+    scheme, _, token = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
     if not secret or scheme.lower() != "bearer":
         return False
     return hmac.compare_digest(token.strip().encode("utf-8", "replace"), secret.encode("utf-8"))

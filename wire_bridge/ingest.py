@@ -20,6 +20,7 @@ import json
 import logging
 
 from django.conf import settings
+from redis.client import Pipeline
 
 from jeeves.celery import app as celery_app
 from jeeves.queues import Queue
@@ -109,13 +110,45 @@ def _admit(event: TextMessage) -> str:
             pipe,
         )
         claimcheck.park(cid, event.message_id, event.text, pipe)
-        pipe.execute()
-        _publish_classify(event, epoch)
+        _publish_classify(event, epoch, pipe)  # executes the pipeline, the publish on it when it can be
         return "queued"
 
 
-def _publish_classify(event: TextMessage, epoch: int) -> None:
-    """Publish Tier 1 for an admitted message, before its receipt commits (see the module's docstring).
+class _OnPipeline:
+    """A kombu publish batch whose Redis commands join the caller's pipeline.
+
+    kombu's Producer hands a publish to the batch it finds in `producer._batch_local.current` (what
+    `Producer.batch()` sets), and its Redis transport adds the publish's commands (the LPUSH onto the
+    queue) to that batch instead of sending them (`_publish_batch`). This one adds them to the
+    pipeline that also carries the window push and the claim check: one round trip for all three.
+    """
+
+    def __init__(self, pipe: Pipeline) -> None:
+        self.pipe = pipe
+
+    def publish(self, channel: object, message: dict, **kwargs: object) -> None:
+        channel.basic_publish(message, _publish_batch=self, **kwargs)  # type: ignore[attr-defined]
+
+    def add(self, name: str, *args: object) -> None:
+        getattr(self.pipe, name)(*args)
+
+
+def _joins_pipeline(producer: object) -> bool:
+    """Whether a publish on `producer` can go on Jeeves' own Redis pipeline: a kombu with publish batches
+    (5.7+), a Redis broker that is the server and database of REDIS_URL, and no key prefix of its own."""
+    channel = getattr(producer, "channel", None)
+    return (
+        hasattr(producer, "_batch_local")
+        and hasattr(channel, "create_publish_batch")
+        and not getattr(channel, "global_keyprefix", "")
+        and celery_app.conf.broker_url == settings.REDIS_URL
+    )
+
+
+def _publish_classify(event: TextMessage, epoch: int, pipe: Pipeline) -> None:
+    """Publish Tier 1 for an admitted message, before its receipt commits (see the module's docstring),
+    and execute `pipe`: the publish's LPUSH goes last on it when it can (`_OnPipeline`), else the
+    publish follows the pipeline. Either way the text is parked before a worker can see the task.
 
     The task carries the receipt's fields (ids and a timestamp, never text) so that the worker can
     write the receipt when the web process died before committing it.
@@ -129,9 +162,18 @@ def _publish_classify(event: TextMessage, epoch: int) -> None:
     }
     # The arguments' representation (what Flower shows) is given: ids only, and Celery's own saferepr of
     # them cost about half of the publish's CPU on this hot path.
-    classify_message.apply_async(
-        kwargs=kwargs, expires=settings.JEEVES.queue_ttl_s, argsrepr="()", kwargsrepr=repr(kwargs)
-    )
+    options = {"kwargs": kwargs, "expires": settings.JEEVES.queue_ttl_s, "argsrepr": "()", "kwargsrepr": repr(kwargs)}
+    with celery_app.producer_or_acquire() as producer:
+        if not _joins_pipeline(producer):
+            pipe.execute()
+            classify_message.apply_async(producer=producer, **options)
+            return
+        producer._batch_local.current = _OnPipeline(pipe)
+        try:
+            classify_message.apply_async(producer=producer, **options)
+        finally:
+            del producer._batch_local.current
+    pipe.execute()
 
 
 def _ensure_channel(event: TextMessage) -> ChannelConfig:

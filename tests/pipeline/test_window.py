@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from datetime import UTC, datetime
 
@@ -44,3 +45,12 @@ def test_remove_and_flush(redis_client):
     assert [m.id for m in window.read("c3@wire.example")] == ["m0", "m2"]
     window.flush("c3@wire.example")
     assert not redis_client.exists(window.key_for("c3@wire.example"))
+
+
+def test_a_message_round_trips_through_its_json_with_every_field():
+    message = WindowMessage(
+        id="m9", author_id="u@wire.example", ts=datetime(2026, 3, 2, 9, 30, tzinfo=UTC), text="t9 ☕",
+        mentions=["v@wire.example"], quoted_id="m8", received_at=1234.5,
+    )  # fmt: skip
+    assert WindowMessage.from_json(message.to_json()) == message
+    assert set(json.loads(message.to_json())) == {f.name for f in dataclasses.fields(WindowMessage)}

@@ -83,6 +83,36 @@ def test_text_is_received_windowed_parked_and_classified(client, channel, publis
     assert claimcheck.claim(claimcheck.key_for(channel, "m1")) == "shall we retry three times"
 
 
+def test_window_claim_check_and_publish_travel_in_one_redis_round_trip(client, channel, published, monkeypatch):
+    """The classify task's LPUSH joins the pipeline of the window push and the claim check (after them, so
+    a worker never sees a task whose text is not parked yet): one Redis round trip per message."""
+    from redis.connection import AbstractConnection
+
+    from wire_bridge import ingest
+
+    assert say(client, channel, "m0", "warming up the producer").json() == {"status": "queued"}  # declares once
+    sent: list[int] = []
+    real = AbstractConnection.send_packed_command
+
+    def counted(self, command, *args, **kwargs):
+        sent.append(1)
+        return real(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
+    assert say(client, channel, "m1", "shall we retry three times").json() == {"status": "queued"}
+    monkeypatch.undo()
+    assert len(sent) == 1
+    assert [t["wire_msg_id"] for t in classify_tasks(published)] == ["m0", "m1"]
+    assert [m.id for m in window.read(channel)] == ["m0", "m1"]
+    assert claimcheck.claim(claimcheck.key_for(channel, "m1")) == "shall we retry three times"
+
+    # Where the producer cannot join the pipeline (an older kombu, another broker), the publish follows it.
+    monkeypatch.setattr(ingest, "_joins_pipeline", lambda producer: False)
+    assert say(client, channel, "m2", "and again on a separate publish").json() == {"status": "queued"}
+    assert [t["wire_msg_id"] for t in classify_tasks(published)][-1] == "m2"
+    assert claimcheck.claim(claimcheck.key_for(channel, "m2")) == "and again on a separate publish"
+
+
 def test_redelivery_creates_no_second_receipt_and_no_second_task(client, channel, published):
     event = sidecar_text(channel, ALICE, "m1", "hello")
     assert post(client, event).json() == {"status": "queued"}
@@ -127,8 +157,8 @@ def test_a_bridge_that_dies_after_the_publish_leaves_the_receipt_to_the_worker(c
 
     real = ingest._publish_classify
 
-    def publish_then_die(event, epoch):
-        real(event, epoch)
+    def publish_then_die(event, epoch, pipe):
+        real(event, epoch, pipe)
         raise SystemError("the web process died before the commit")
 
     monkeypatch.setattr(ingest, "_publish_classify", publish_then_die)
