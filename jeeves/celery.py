@@ -7,7 +7,7 @@ import sys
 
 from celery import Celery
 from celery.schedules import crontab
-from celery.signals import beat_init, worker_init
+from celery.signals import beat_init, worker_init, worker_process_shutdown
 from kombu import Exchange
 from kombu import Queue as KombuQueue
 
@@ -44,6 +44,18 @@ def _worker_starts(**kwargs) -> None:
 @beat_init.connect
 def _beat_starts(**kwargs) -> None:
     refuse_unsafe_start("beat")
+
+
+# Metrics (jeeves/metrics.py): every task counted by queue and outcome and timed, in the process that runs it.
+from jeeves import metrics  # noqa: E402 - after the settings: PROMETHEUS_MULTIPROC_DIR is read at import
+
+metrics.connect_celery_signals()
+
+
+@worker_process_shutdown.connect
+def _child_exits(pid=None, **kwargs) -> None:
+    if pid:
+        metrics.mark_process_dead(pid)
 
 
 _exchange = Exchange("jeeves", type="direct")

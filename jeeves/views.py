@@ -1,4 +1,4 @@
-"""Operational endpoints: health and a Prometheus-style metrics page (queue depths; Flower has none)."""
+"""Operational endpoints: liveness, readiness and the Prometheus metrics page (jeeves/metrics.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
-from jeeves.queues import Queue
 from jeeves.redis import get_redis
 
 logger = logging.getLogger(__name__)
@@ -65,14 +64,8 @@ def metrics_guarded(view: Callable[[HttpRequest], HttpResponse]) -> Callable[[Ht
 @require_GET
 @metrics_guarded
 def metrics(request: HttpRequest) -> HttpResponse:
-    client = get_redis()
-    lines = [
-        "# HELP jeeves_queue_depth Messages waiting in a Celery queue.",
-        "# TYPE jeeves_queue_depth gauge",
-    ]
-    pipe = client.pipeline()
-    for queue in Queue:
-        pipe.llen(queue.value)
-    for queue, depth in zip(Queue, pipe.execute(), strict=True):
-        lines.append(f'jeeves_queue_depth{{queue="{queue.value}"}} {depth}')
-    return HttpResponse("\n".join(lines) + "\n", content_type="text/plain; version=0.0.4")
+    """Every process's series (jeeves/metrics.py); with Redis down still 200: depths NaN, jeeves_redis_up 0."""
+    from jeeves import metrics as registry
+
+    body, content_type = registry.render()
+    return HttpResponse(body, content_type=content_type)

@@ -17,6 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
+from jeeves import metrics
 from knowledge.models import (
     Action,
     ActionStatus,
@@ -87,6 +88,8 @@ def mark_expired(channel_id: str, wire_msg_id: str) -> bool:
         ).update(outcome=MessageReceipt.Outcome.EXPIRED)
         if moved:
             bump_counter(channel_id, "expired")
+    if moved:
+        metrics.CLAIM_CHECK_EXPIRED.inc()
     return bool(moved)
 
 
@@ -733,4 +736,13 @@ def record_llm_call(
         completion_tokens=completion_tokens,
         cost=Decimal(str(round(cost, 6))) if cost else None,
         channel_id=channel_id,
+    )
+    metrics.llm_call(
+        slot=slot,
+        model=model,
+        outcome=outcome,
+        latency_ms=latency_ms,
+        fallback_used=fallback_used,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
     )

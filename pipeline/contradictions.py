@@ -24,6 +24,7 @@ from django.utils import timezone
 from pgvector.django import CosineDistance
 from pydantic import BaseModel, ConfigDict, Field
 
+from jeeves import metrics
 from jeeves.config import LOCAL_MODEL
 from jeeves.queues import Queue
 from knowledge import contradictions
@@ -259,6 +260,7 @@ def publish(pair: DecisionConflict, now: datetime) -> str:
         queue=Queue.RESPOND.value,
         expires=settings.JEEVES.queue_ttl_s,
     )
+    metrics.proactive("contradiction_prompt")
     return key
 
 

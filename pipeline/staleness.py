@@ -16,6 +16,7 @@ from celery import current_app
 from django.conf import settings
 from django.utils import timezone
 
+from jeeves import metrics
 from jeeves.queues import Queue
 from knowledge import proactive
 from knowledge.models import Action
@@ -139,6 +140,7 @@ def publish(nudge: Nudge, now: datetime | None = None) -> str:
         queue=Queue.RESPOND.value,
         expires=settings.JEEVES.queue_ttl_s,
     )
+    metrics.proactive("nudge")
     return key
 
 

@@ -20,6 +20,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field
 
+from jeeves import metrics
 from jeeves.config import LOCAL_MODEL
 from knowledge import contradictions, proactive
 from knowledge.models import (
@@ -432,6 +433,7 @@ def summarise_due(granularity: Granularity, now: datetime | None = None) -> list
             continue
         if summary is not None:
             written.append((channel, summary))
+            metrics.proactive("summary")
     logger.info("summaries: granularity=%s written=%d", granularity, len(written))
     return written
 

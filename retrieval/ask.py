@@ -17,6 +17,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
+from jeeves import metrics
 from retrieval import answer as answers
 from retrieval import parallel, paths
 from retrieval.config import RetrievalConfig
@@ -211,6 +212,11 @@ def _names(channel_id: str, records: list[Record]) -> dict[str, str]:
     return names
 
 
+def _observe(timings: dict[str, float], path_ms: dict[str, float], outcome: str) -> None:
+    """Metrics: each step (plan, paths, fuse, answer), each path that ran, and the total, by answer outcome."""
+    metrics.retrieval({**timings, **path_ms, "total": sum(timings.values())}, outcome)
+
+
 def ask(channel_id: str, user_id: str, question: str) -> AskResult:
     """Answer `question` for `user_id` asking in `channel_id`, citing the records it rests on."""
     cfg = RetrievalConfig.from_settings()
@@ -226,6 +232,7 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
     answering = settled(found.plan, ranked, lexical_weight=cfg.lexical_weight, min_relevance=cfg.answer_min_relevance)
     if not answering:
         timings["answer"] = _ms(t)
+        _observe(timings, found.path_ms, "no_record")
         logger.info("ask: channel=%s no record (paths=%s)", channel_id, {k: len(v) for k, v in found.path_hits.items()})
         return AskResult(answer=answers.NO_RECORD, timings_ms=timings)
     # The pack holds what settles the question, best first, and the entities around it for context.
@@ -257,5 +264,6 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
         )
         for r in result.cited
     ]
+    _observe(timings, found.path_ms, "cited" if cited else "no_record")
     logger.info("ask: channel=%s cited=%s model=%s", channel_id, [c.id for c in cited], result.model)
     return AskResult(answer=result.text, records=cited, tokens=pack.tokens, timings_ms=timings)

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from jeeves import metrics
 from knowledge import proactive
 from knowledge.models import ChannelConfig
 from retrieval.answer import voice
@@ -139,5 +140,6 @@ def send_due(now: datetime | None = None) -> int:
             expires=settings.JEEVES.queue_ttl_s,
         )
         sent += 1
+        metrics.proactive("digest")
     logger.info("digests sent: %d", sent)
     return sent

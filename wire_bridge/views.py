@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import time
 from collections.abc import Callable
 
 from django.conf import settings
@@ -18,6 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from pydantic import ValidationError
 
+from jeeves import metrics
 from wire_bridge import ingest, roman, sidecar
 from wire_bridge.auth import bearer_ok
 from wire_bridge.events import Event
@@ -45,44 +48,66 @@ def _reason(exc: ValidationError) -> str:
     return f"invalid event: {where}: {first['type']}"
 
 
-def _receive(request: HttpRequest, secret: str, parse: Callable[[object], Event | None]) -> JsonResponse:
+def _event_type(event: Event) -> str:
+    """TextMessage → text_message: the event's kind as a metric label (a closed set, never a value)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(event).__name__).lower()
+
+
+def _receive(
+    request: HttpRequest, secret: str, parse: Callable[[object], Event | None], protocol: str
+) -> tuple[JsonResponse, str, str]:
+    """The answer, with the event type and outcome it is counted under."""
     if not bearer_ok(request, secret):
-        return _error(401, "unauthorised")
+        return _error(401, "unauthorised"), "unknown", "unauthorised"
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
-        return _error(400, "bad Content-Length")
+        return _error(400, "bad Content-Length"), "unknown", "malformed"
     if declared > MAX_BODY:
-        return _error(413, "body over 256 KiB")
+        return _error(413, "body over 256 KiB"), "unknown", "too_large"
     try:
         body = request.body
     except RequestDataTooBig:
-        return _error(413, "body over 256 KiB")
+        return _error(413, "body over 256 KiB"), "unknown", "too_large"
     if len(body) > MAX_BODY:
-        return _error(413, "body over 256 KiB")
+        return _error(413, "body over 256 KiB"), "unknown", "too_large"
     try:
         payload = json.loads(body)
     except (ValueError, RecursionError):
-        return _error(400, "body is not JSON")
+        return _error(400, "body is not JSON"), "unknown", "malformed"
     try:
         event = parse(payload)
     except ValidationError as exc:
-        return _error(400, _reason(exc))
+        return _error(400, _reason(exc)), "unknown", "malformed"
     except RecursionError:
-        return _error(400, "body nested too deeply")
+        return _error(400, "body nested too deeply"), "unknown", "malformed"
     if event is None:
-        return JsonResponse({"status": "ignored"}, status=202)
-    outcome = ingest.handle(event)
-    return JsonResponse({"status": outcome}, status=200)
+        return JsonResponse({"status": "ignored"}, status=202), "unknown", "unknown_type"
+    kind = _event_type(event)
+    try:
+        outcome = ingest.handle(event)
+    except Exception as exc:
+        return _unavailable(protocol, exc), kind, "unavailable"
+    return JsonResponse({"status": outcome}, status=200), kind, outcome
+
+
+def _unavailable(protocol: str, exc: Exception) -> JsonResponse:
+    # The exception's message may quote the payload: log its type only.
+    logger.error("%s: %s while handling an event; answered 503", protocol, type(exc).__name__)
+    return _error(503, "temporarily unavailable")
 
 
 def _guarded(request: HttpRequest, secret: str, parse: Callable[[object], Event | None], name: str) -> JsonResponse:
+    started = time.perf_counter()
     try:
-        return _receive(request, secret, parse)
+        response, kind, outcome = _receive(request, secret, parse, name)
     except Exception as exc:
-        # The exception's message may quote the payload: log its type only.
-        logger.error("%s: %s while handling an event; answered 503", name, type(exc).__name__)
-        return _error(503, "temporarily unavailable")
+        response, kind, outcome = _unavailable(name, exc), "unknown", "unavailable"
+    try:
+        metrics.webhook_event(name, kind, outcome, started)
+    except Exception as exc:  # a metrics file that cannot be written must not cost the event
+        logger.warning("%s: metrics not recorded (%s)", name, type(exc).__name__)
+    return response
 
 
 def _parse_roman(payload: object) -> Event | None:

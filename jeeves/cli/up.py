@@ -8,6 +8,7 @@ honcho. Ctrl-C stops every process; the embedded PostgreSQL is stopped last. Dat
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from argparse import ArgumentParser
@@ -73,6 +74,13 @@ def run(options: dict[str, Any], command) -> None:
         admin_url = embedded.start_postgres(pgdata)
         embedded.ensure_database(admin_url, embedded.DATABASE_NAME)
         env["DATABASE_URL"] = admin_url.rsplit("/", 1)[0] + f"/{embedded.DATABASE_NAME}"
+
+    # Metrics of this run (jeeves/metrics.py): every process writes its own files here, /metrics sums them.
+    # Emptied at each start: a counter starts from zero with the processes that count it.
+    metrics_dir = data_root / "metrics"
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    metrics_dir.mkdir(parents=True)
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
 
     manager = Manager()
     if not env.get("REDIS_URL"):

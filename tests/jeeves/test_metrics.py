@@ -24,3 +24,32 @@ def test_with_a_token_every_client_needs_it(client, settings):
         assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
         ok = client.get("/metrics", REMOTE_ADDR="203.0.113.9", HTTP_AUTHORIZATION="Bearer scrape-me")
         assert ok.status_code == 200 and b"jeeves_queue_depth" in ok.content
+
+
+def _families(text: str) -> dict[str, list]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {f.name: f.samples for f in text_string_to_metric_families(text)}
+
+
+def test_metrics_answer_200_with_redis_down_depths_nan_and_up_zero(client, settings):
+    import math
+
+    from jeeves.redis import get_redis
+    from tests.conftest import free_port
+
+    with override_settings(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"):  # nothing listens there
+        get_redis.cache_clear()
+        try:
+            response = client.get("/metrics", REMOTE_ADDR="127.0.0.1")
+        finally:
+            get_redis.cache_clear()
+    assert response.status_code == 200
+    families = _families(response.content.decode())
+    assert [s.value for s in families["jeeves_redis_up"]] == [0.0]
+    depths = {s.labels["queue"]: s.value for s in families["jeeves_queue_depth"]}
+    assert set(depths) == {"classify", "extract", "embed", "respond", "summarise"}
+    assert all(math.isnan(v) for v in depths.values())
+
+    up = _families(client.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode())
+    assert [s.value for s in up["jeeves_redis_up"]] == [1.0]
