@@ -72,7 +72,7 @@ STARTUP_PROBLEMS: list[str] = [] if EMBEDDED else unsafe_start(JEEVES, secret_ke
 _secure = not EMBEDDED
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", _secure)
 SECURE_SSL_REDIRECT = _env_bool("DJANGO_SECURE_SSL_REDIRECT", _secure)
-SECURE_REDIRECT_EXEMPT = [r"^wire/", r"^healthz$", r"^metrics$"]
+SECURE_REDIRECT_EXEMPT = [r"^wire/", r"^healthz$", r"^readyz$", r"^metrics$"]
 try:
     SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "").strip() or (31536000 if _secure else 0))
 except ValueError:

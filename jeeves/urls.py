@@ -1,4 +1,4 @@
-"""URL routes: admin, health, metrics and the Wire bridge."""
+"""URL routes: admin, liveness, readiness, metrics and the Wire bridge."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -8,6 +8,7 @@ from jeeves import views
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
     path("metrics", views.metrics, name="metrics"),
     path("wire/", include("wire_bridge.urls")),
 ]

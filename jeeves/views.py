@@ -8,33 +8,31 @@ from collections.abc import Callable
 from functools import wraps
 
 from django.conf import settings
-from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
-from jeeves.redis import get_redis
+from jeeves import health
 
 logger = logging.getLogger(__name__)
 
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    checks: dict[str, str] = {}
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-        checks["postgres"] = "ok"
-    except Exception as exc:
-        logger.warning("health: postgres unreachable (%s)", type(exc).__name__)
-        checks["postgres"] = "unreachable"
-    try:
-        get_redis().ping()
-        checks["redis"] = "ok"
-    except Exception as exc:
-        logger.warning("health: redis unreachable (%s)", type(exc).__name__)
-        checks["redis"] = "unreachable"
-    healthy = all(v == "ok" for v in checks.values())
-    return JsonResponse({"status": "ok" if healthy else "degraded", **checks}, status=200 if healthy else 503)
+    """Liveness: the process answers. What it depends on is /readyz's business (a restart cures neither)."""
+    return JsonResponse({"status": "ok"})
+
+
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Readiness: PostgreSQL reachable, every migration applied, Redis reachable, the models ready to use
+    (jeeves/health.py). 200 when all hold, else 503 naming what does not (never a secret or a host name)."""
+    checks = health.readiness()
+    ready = all(c.ok for c in checks)
+    for check in checks:
+        if not check.ok:
+            logger.warning("readyz: %s %s", check.name, check.detail)
+    body = {"status": "ready" if ready else "not ready", **{c.name: "ok" if c.ok else c.detail for c in checks}}
+    return JsonResponse(body, status=200 if ready else 503)
 
 
 def _metrics_allowed(request: HttpRequest) -> bool:

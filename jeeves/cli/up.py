@@ -11,6 +11,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any
@@ -51,6 +53,26 @@ def process_table(python: str, *, web_port: int, web_workers: int, beat: bool, f
             f" --basic-auth={settings.JEEVES.flower_basic_auth}"
         )
     return commands
+
+
+def _announce_when_ready(url: str, line: str, command, timeout_s: float = 600.0) -> None:
+    """Say Jeeves is ready once /readyz answers 200 (Postgres, migrations, Redis, models), not before."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.get(url, timeout=5)
+            if response.status_code == 200:
+                command.stdout.write(line)
+                command.stdout.flush()
+                return
+            last = response.text.strip()
+        except httpx.HTTPError as exc:
+            last = type(exc).__name__
+        time.sleep(0.5)
+    command.stderr.write(f"Jeeves is not ready after {timeout_s:.0f}s: /readyz says {last}")
 
 
 def run(options: dict[str, Any], command) -> None:
@@ -112,11 +134,17 @@ def run(options: dict[str, Any], command) -> None:
         ).items():
             manager.add_process(name, cmd, env=env, cwd=str(settings.BASE_DIR))
         user = cfg.flower_basic_auth.partition(":")[0]
-        command.stdout.write(
-            f"Jeeves is up: admin http://127.0.0.1:{cfg.web_port}/admin/  flower http://127.0.0.1:{cfg.flower_port}/"
+        ready_line = (
+            f"Jeeves is ready: admin http://127.0.0.1:{cfg.web_port}/admin/  flower http://127.0.0.1:{cfg.flower_port}/"
             f" (user {user}; password from JEEVES_FLOWER_BASIC_AUTH or {data_root / 'flower_password'})"
             "  (Ctrl-C stops everything)"
         )
+        command.stdout.write("Starting web, workers, beat and flower; waiting for /readyz ...")
+        threading.Thread(
+            target=_announce_when_ready,
+            args=(f"http://127.0.0.1:{cfg.web_port}/readyz", ready_line, command),
+            daemon=True,
+        ).start()
         manager.loop()
     finally:
         if pgdata is not None:

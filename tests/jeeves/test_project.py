@@ -54,3 +54,8 @@ def test_compose_has_every_process_of_the_design():
     assert '--save ""' in redis_cmd and "--appendonly no" in redis_cmd
     for name in expected:
         assert "healthcheck" in services[name], f"{name} has no healthcheck"
+
+
+def test_compose_web_is_healthy_only_when_ready():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    assert "/readyz" in " ".join(compose["services"]["web"]["healthcheck"]["test"])

@@ -69,8 +69,11 @@ def test_up_runs_everything_and_ctrl_c_leaves_nothing_behind():
     web, redis_port, flower = _free_port(), _free_port(), _free_port()
     proc = _start(data_dir, web, redis_port, flower, log)
     try:
-        wait_for(lambda: _healthy(f"http://127.0.0.1:{web}/healthz") or proc.poll() is not None, timeout=180)
+        wait_for(lambda: "Jeeves is ready" in log.read_text(errors="replace") or proc.poll() is not None, timeout=240)
         assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+        # It says so only once /readyz answers (Postgres, migrations, Redis, the models).
+        assert _healthy(f"http://127.0.0.1:{web}/readyz")
+        assert _healthy(f"http://127.0.0.1:{web}/healthz")
         admin = httpx.get(f"http://127.0.0.1:{web}/admin/", timeout=5)
         assert admin.status_code == 302 and "/admin/login/" in admin.headers["location"]
         assert httpx.get(f"http://127.0.0.1:{web}/admin/login/", timeout=5).status_code == 200
