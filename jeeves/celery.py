@@ -7,7 +7,7 @@ import sys
 
 from celery import Celery
 from celery.schedules import crontab
-from celery.signals import beat_init, worker_init, worker_process_shutdown
+from celery.signals import beat_init, task_postrun, task_prerun, worker_init, worker_process_shutdown
 from kombu import Exchange
 from kombu import Queue as KombuQueue
 
@@ -56,6 +56,44 @@ metrics.connect_celery_signals()
 def _child_exits(pid=None, **kwargs) -> None:
     if pid:
         metrics.mark_process_dead(pid)
+
+
+# Logs (jeeves/logs.py): every line a task writes carries its id, its queue, and the channel and message it
+# is about (from its arguments), with nothing to pass down the call chain.
+_log_context: dict[str, list] = {}
+
+
+def _argument(task, args, kwargs, name: str) -> str | None:
+    if name in (kwargs or {}):
+        return str(kwargs[name])
+    try:
+        import inspect
+
+        bound = inspect.signature(task.run).bind_partial(*(args or ()), **(kwargs or {}))
+    except (TypeError, ValueError):
+        return None
+    value = bound.arguments.get(name)
+    return None if value is None else str(value)
+
+
+@task_prerun.connect
+def _bind_log_context(task_id=None, task=None, args=None, kwargs=None, **extra) -> None:
+    from jeeves import logs
+
+    info = getattr(task.request, "delivery_info", None) or {}
+    _log_context[task_id] = logs.set_context(
+        task_id=task_id,
+        queue=info.get("routing_key") or getattr(task, "queue", None),
+        channel_id=_argument(task, args, kwargs, "channel_id"),
+        message_id=_argument(task, args, kwargs, "wire_msg_id"),
+    )
+
+
+@task_postrun.connect
+def _unbind_log_context(task_id=None, **extra) -> None:
+    from jeeves import logs
+
+    logs.reset_context(_log_context.pop(task_id, []))
 
 
 _exchange = Exchange("jeeves", type="direct")

