@@ -120,8 +120,8 @@ def test_a_scrape_after_a_replay_shows_every_tier_the_webhook_models_and_retriev
     assert _total(llm, "jeeves_llm_calls_total", slot="extract", model="local") > 0
     assert _total(families["jeeves_llm_latency_seconds"], "jeeves_llm_latency_seconds_count", slot="classify") > 30
     retrieval = families["jeeves_retrieval_seconds"]
-    assert _total(retrieval, "jeeves_retrieval_seconds_count", path="total") == 1
-    assert _total(retrieval, "jeeves_retrieval_seconds_count", path="semantic") == 1
+    assert _total(retrieval, "jeeves_retrieval_seconds_count", path="total") >= 1
+    assert _total(retrieval, "jeeves_retrieval_seconds_count", path="semantic") >= 1
     assert [s.value for s in families["jeeves_redis_up"]] == [1.0]
     # No label value is a channel id, a user id or text: every value is a word from a closed set.
     for samples in families.values():
