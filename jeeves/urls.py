@@ -4,8 +4,11 @@ from django.contrib import admin
 from django.urls import include, path
 
 from jeeves import views
+from knowledge.admin import dashboard_view
 
 urlpatterns = [
+    # The review desk's dashboard, behind the admin's login (staff only).
+    path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="jeeves-dashboard"),
     path("admin/", admin.site.urls),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),

@@ -9,15 +9,18 @@ deleting a channel purges it from every table.
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import Count, QuerySet, Sum
 from django.db.models.functions import TruncDay
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from jeeves.redis import forget_channel_keys
-from knowledge import channels, forgetting
+from knowledge import channels, dashboard, forgetting, review
 from knowledge.models import (
     Action,
     ActionStatus,
@@ -33,6 +36,7 @@ from knowledge.models import (
     LlmCall,
     MessageReceipt,
     PipelineCounter,
+    ReviewAudit,
     RomanBot,
     Summary,
 )
@@ -55,6 +59,32 @@ def _source(source_ref: dict | None) -> str:
     span = source_ref.get("timestamp_range") or {}
     shown = ", ".join(ids[:5]) + ("…" if len(ids) > 5 else "")
     return f"{len(ids)} message(s): {shown} ({span.get('start', '?')} → {span.get('end', '?')})"
+
+
+def _history(entries) -> str:
+    """A record's audit entries as a table: when, who, what, the fields before and after."""
+    rows = list(entries)
+    if not rows:
+        return "no review yet"
+
+    def changes(entry: ReviewAudit) -> str:
+        keys = list(dict.fromkeys([*entry.before, *entry.after]))
+        return "; ".join(f"{k}: {entry.before.get(k, '—')} → {entry.after.get(k, '—')}" for k in keys)
+
+    body = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        ((f"{e.at:%Y-%m-%d %H:%M:%S}", e.actor, e.action, changes(e)) for e in rows),
+    )
+    return format_html(
+        '<table class="review-history"><thead><tr><th>when</th><th>who</th><th>what</th>'
+        "<th>before → after</th></tr></thead><tbody>{}</tbody></table>",
+        body,
+    )
+
+
+def _actor(request: HttpRequest) -> str:
+    return request.user.get_username()
 
 
 class ConfidenceBandFilter(admin.SimpleListFilter):
@@ -167,7 +197,7 @@ class DecisionAdmin(ReadOnlyAdmin):
     date_hierarchy = "decided_at"
     ordering = ("-decided_at",)
     exclude = ("search_vector", "source_ref")
-    readonly_fields = ("source",)
+    readonly_fields = ("source", "review_history")
     actions = ("confirm", "supersede", "reverse", "reject")
     list_select_related = ("channel",)
 
@@ -175,27 +205,50 @@ class DecisionAdmin(ReadOnlyAdmin):
     def source(self, obj: Decision) -> str:
         return format_html("{} — channel {}", _source(obj.source_ref), obj.channel)
 
-    def _review(self, request: HttpRequest, queryset: QuerySet, **fields: object) -> int:
-        return queryset.update(reviewed_at=timezone.now(), reviewed_by=request.user.get_username(), **fields)
+    @admin.display(description="review history")
+    def review_history(self, obj: Decision) -> str:
+        return _history(obj.audit.all())
+
+    def _review(self, request: HttpRequest, queryset: QuerySet, action: str, **fields: object) -> int:
+        fields = {"reviewed_at": timezone.now(), "reviewed_by": _actor(request), **fields}
+        return review.bulk_review(queryset, actor=_actor(request), action=action, **fields)
 
     @admin.action(description="Confirm selected decisions")
     def confirm(self, request: HttpRequest, queryset: QuerySet) -> None:
-        self.message_user(request, f"{self._review(request, queryset)} decision(s) confirmed.")
+        self.message_user(request, f"{self._review(request, queryset, 'confirm')} decision(s) confirmed.")
 
     @admin.action(description="Mark selected decisions superseded")
     def supersede(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = self._review(request, queryset, status=DecisionStatus.SUPERSEDED, valid_until=timezone.now())
+        count = self._review(
+            request, queryset, "supersede", status=DecisionStatus.SUPERSEDED, valid_until=timezone.now()
+        )
         self.message_user(request, f"{count} decision(s) marked superseded.")
 
     @admin.action(description="Mark selected decisions reversed")
     def reverse(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = self._review(request, queryset, status=DecisionStatus.REVERSED, valid_until=timezone.now())
+        count = self._review(request, queryset, "reverse", status=DecisionStatus.REVERSED, valid_until=timezone.now())
         self.message_user(request, f"{count} decision(s) marked reversed.")
 
     @admin.action(description="Reject selected decisions (not a real decision)")
     def reject(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = self._review(request, queryset, status=DecisionStatus.REJECTED)
+        count = self._review(request, queryset, "reject", status=DecisionStatus.REJECTED)
         self.message_user(request, f"{count} decision(s) rejected.", level=messages.WARNING)
+
+
+class OwnerForm(forms.Form):
+    owner_id = forms.CharField(max_length=200, help_text="Wire user id (uuid@domain)")
+    owner_name = forms.CharField(max_length=120, required=False, help_text="Display name")
+
+    def clean(self) -> dict:
+        data = super().clean()
+        for name in ("owner_id", "owner_name"):
+            if any(ord(c) < 32 for c in data.get(name) or ""):
+                self.add_error(name, "no control characters")
+        return data
+
+
+class DeadlineForm(forms.Form):
+    deadline = forms.DateTimeField(required=False, help_text="YYYY-MM-DD HH:MM (UTC); empty clears the deadline")
 
 
 @admin.register(Action)
@@ -206,28 +259,77 @@ class ActionAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
     exclude = ("search_vector", "source_ref")
-    readonly_fields = ("source",)
-    actions = ("mark_done", "mark_cancelled", "reopen")
+    readonly_fields = ("source", "review_history")
+    actions = ("mark_done", "mark_cancelled", "reopen", "reassign_owner", "set_deadline")
     list_select_related = ("channel",)
 
     @admin.display(description="source")
     def source(self, obj: Action) -> str:
         return format_html("{} — channel {}", _source(obj.source_ref), obj.channel)
 
+    @admin.display(description="review history")
+    def review_history(self, obj: Action) -> str:
+        return _history(obj.audit.all())
+
+    def _review(self, request: HttpRequest, queryset: QuerySet, action: str, **fields: object) -> int:
+        return review.bulk_review(queryset, actor=_actor(request), action=action, **fields)
+
     @admin.action(description="Mark selected actions done")
     def mark_done(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = queryset.update(status=ActionStatus.DONE, completed_at=timezone.now(), last_status_check=timezone.now())
+        now = timezone.now()
+        count = self._review(
+            request, queryset, "done", status=ActionStatus.DONE, completed_at=now, last_status_check=now
+        )
         self.message_user(request, f"{count} action(s) marked done.")
 
     @admin.action(description="Cancel selected actions")
     def mark_cancelled(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = queryset.update(status=ActionStatus.CANCELLED, last_status_check=timezone.now())
+        count = self._review(
+            request, queryset, "cancel", status=ActionStatus.CANCELLED, last_status_check=timezone.now()
+        )
         self.message_user(request, f"{count} action(s) cancelled.")
 
     @admin.action(description="Reopen selected actions")
     def reopen(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = queryset.update(status=ActionStatus.OPEN, completed_at=None, last_status_check=timezone.now())
+        count = self._review(
+            request, queryset, "reopen", status=ActionStatus.OPEN, completed_at=None, last_status_check=timezone.now()
+        )
         self.message_user(request, f"{count} action(s) reopened.")
+
+    def _with_form(self, request: HttpRequest, queryset: QuerySet, form_class, name: str, title: str, apply):
+        """An action that asks for a value first: the form, then (posted with `apply`) the change."""
+        form = form_class(request.POST if "apply" in request.POST else None)
+        if "apply" in request.POST and form.is_valid():
+            apply(form.cleaned_data)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": title,
+            "opts": self.model._meta,
+            "form": form,
+            "queryset": queryset,
+            "action_name": name,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/knowledge/bulk_form.html", context)
+
+    @admin.action(description="Reassign owner of selected actions")
+    def reassign_owner(self, request: HttpRequest, queryset: QuerySet):
+        def apply(data: dict) -> None:
+            count = self._review(
+                request, queryset, "reassign", owner_id=data["owner_id"], owner_name=data["owner_name"] or None
+            )
+            self.message_user(request, f"{count} action(s) reassigned.")
+
+        return self._with_form(request, queryset, OwnerForm, "reassign_owner", "Reassign owner", apply)
+
+    @admin.action(description="Set deadline of selected actions")
+    def set_deadline(self, request: HttpRequest, queryset: QuerySet):
+        def apply(data: dict) -> None:
+            count = self._review(request, queryset, "set deadline", deadline=data["deadline"])
+            self.message_user(request, f"{count} action(s) given a new deadline.")
+
+        return self._with_form(request, queryset, DeadlineForm, "set_deadline", "Set deadline", apply)
 
 
 @admin.register(Entity)
@@ -235,6 +337,55 @@ class EntityAdmin(ReadOnlyAdmin):
     list_display = ("name", "entity_type", "organisation_id", "mention_count", "last_mentioned", "deleted")
     list_filter = ("entity_type", "organisation_id", "deleted")
     search_fields = ("name", "aliases")
+    readonly_fields = ("review_history",)
+    actions = ("merge",)
+
+    @admin.display(description="review history")
+    def review_history(self, obj: Entity) -> str:
+        return _history(obj.audit.all())
+
+    @admin.action(description="Merge selected entities (into the most mentioned)")
+    def merge(self, request: HttpRequest, queryset: QuerySet) -> None:
+        try:
+            kept = review.merge_entities(list(queryset), actor=_actor(request))
+        except review.ReviewError as exc:
+            self.message_user(request, f"Not merged: {exc.reason}.", level=messages.ERROR)
+            return
+        channel = ChannelConfig.objects.filter(channel_id=kept.channel_id).first()
+        if channel is not None:  # its vector again, now that its aliases changed
+            from celery import current_app
+
+            from jeeves.queues import Queue
+
+            current_app.send_task(
+                "pipeline.tasks.embed_records",
+                kwargs={
+                    "channel_id": channel.channel_id,
+                    "epoch": channel.epoch,
+                    "records": [["entity", str(kept.pk)]],
+                },
+                queue=Queue.EMBED.value,
+            )
+        self.message_user(request, f"Merged into {kept.name}; aliases: {', '.join(kept.aliases) or 'none'}.")
+
+
+@admin.register(ReviewAudit)
+class ReviewAuditAdmin(ReadOnlyAdmin):
+    list_display = ("at", "actor", "action", "record", "channel", "before", "after")
+    list_filter = ("action", "actor", ("at", admin.DateFieldListFilter))
+    search_fields = ("record", "actor")
+    date_hierarchy = "at"
+    # Never edited; deletable only as Django's other rows are, so deleting a record here takes its entries.
+
+
+def dashboard_view(request: HttpRequest) -> TemplateResponse:
+    """/admin/dashboard/: messages, records, model usage and cost, queue depths, expired and fallback counts."""
+    board = dashboard.build()
+    context = {**admin.site.each_context(request), "title": "Dashboard", "board": board}
+    return TemplateResponse(request, "admin/knowledge/dashboard.html", context)
+
+
+admin.site.index_template = "admin/knowledge/index.html"
 
 
 @admin.register(EntityRelationship)

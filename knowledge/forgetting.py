@@ -37,6 +37,7 @@ from knowledge.models import (
     MessageReceipt,
     MessageTombstone,
     PipelineCounter,
+    ReviewAudit,
     RomanBot,
     Summary,
 )
@@ -348,6 +349,15 @@ def purge_user(user_id: str) -> Counter:
         counts[_table(DecisionConflict)] += DecisionConflict.objects.filter(resolved_by=user_id).update(
             resolved_by=None
         )
+        # The review desk's entries stay (who reviewed what), the person's id and name scrubbed from them.
+        for entry in ReviewAudit.objects.select_for_update().filter(
+            Q(before__owner_id=user_id) | Q(after__owner_id=user_id)
+        ):
+            for side in (entry.before, entry.after):
+                if side.get("owner_id") == user_id:
+                    side.update({k: None for k in ("owner_id", "owner_name") if k in side})
+            entry.save(update_fields=["before", "after"])
+            counts[_table(ReviewAudit)] += 1
         for row in ChannelConfig.objects.select_for_update().filter(
             Q(stakeholders__contains=[user_id]) | Q(state_changed_by=user_id) | Q(context_updated_by=user_id)
         ):

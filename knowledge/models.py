@@ -656,3 +656,36 @@ class DigestSubscription(models.Model):
         db_table = "digest_subscriptions"
         constraints = [models.UniqueConstraint(fields=["channel", "user_id"], name="digest_subscriptions_uniq")]
         indexes = [models.Index(fields=["user_id"], name="digest_subscriptions_user_idx")]
+
+
+class ReviewAudit(models.Model):
+    """One review action on one record, from the review desk: who, when, what, and the fields it changed
+    (before and after). Shown on the record; deleted with it (and with its channel)."""
+
+    id = models.BigAutoField(primary_key=True)
+    at = models.DateTimeField(db_default=Now())
+    actor = models.TextField(help_text="The reviewer's admin username")
+    action = models.TextField(help_text="confirm, supersede, reverse, reject, done, cancel, reopen, reassign, …")
+    channel = models.ForeignKey(
+        ChannelConfig, null=True, blank=True, on_delete=models.CASCADE, db_column="channel_id", related_name="+"
+    )
+    decision = models.ForeignKey(
+        Decision, null=True, blank=True, on_delete=models.CASCADE, db_column="decision_id", related_name="audit"
+    )
+    action_record = models.ForeignKey(
+        Action, null=True, blank=True, on_delete=models.CASCADE, db_column="action_id", related_name="audit"
+    )
+    entity = models.ForeignKey(
+        Entity, null=True, blank=True, on_delete=models.CASCADE, db_column="entity_id", related_name="audit"
+    )
+    record = models.TextField(help_text="DEC-0007, ACT-0012, or the entity's name")
+    before = models.JSONField(default=dict, db_default={})
+    after = models.JSONField(default=dict, db_default={})
+
+    class Meta:
+        db_table = "review_audit"
+        ordering = ("-at", "-id")
+        indexes = [models.Index(fields=["at"], name="review_audit_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.record}"

@@ -16,7 +16,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 from psycopg import sql
 
-from knowledge import contradictions, forgetting, proactive, services
+from knowledge import contradictions, forgetting, proactive, review, services
 from knowledge.models import (
     Action,
     ChannelConfig,
@@ -27,6 +27,7 @@ from knowledge.models import (
     EntityMention,
     EntityRelationship,
     MessageReceipt,
+    ReviewAudit,
     RomanBot,
     Summary,
 )
@@ -167,6 +168,19 @@ class Populated:
         services.record_llm_call(slot="extract", model="local", outcome="ok", latency_ms=3, channel_id=self.cid)
         forgetting.tombstone(self.cid, "an-earlier-deleted-message")
         RomanBot.objects.create(bot_id=str(uuid.uuid4()), channel_id=self.cid, token_ciphertext="x")
+        # The review desk: an entry on the channel's decision, and one in the other channel that handed the
+        # person's action to the colleague (the person's id in its before).
+        review.audit(self.decision, actor="lead", action="confirm", before={"status": "active"}, after={})
+        self.handed_over = services.record_action(
+            other, description="Someone will tidy the ledger backlog.", owner_id=self.colleague, owner_name="Col",
+            deadline=None, status="open", confidence=0.9, source=services.source_ref([(self.other_msgs[0], T0)]),
+            sources_text=[], key=f"act:{self.other_msgs[0]}:0", created_at=T0,
+        ).record  # fmt: skip
+        review.audit(
+            self.handed_over, actor="lead", action="reassign",
+            before={"owner_id": self.person, "owner_name": "Pat"},
+            after={"owner_id": self.colleague, "owner_name": "Col"},
+        )  # fmt: skip
         admin = User.objects.create_superuser(f"admin-{uuid.uuid4().hex[:8]}", password="pw")
         LogEntry.objects.create(
             user=admin, content_type=ContentType.objects.get_for_model(ChannelConfig), object_id=self.cid,
@@ -200,7 +214,7 @@ def test_a_purged_channel_leaves_no_row_in_any_table(world):
         "channel_config", "decisions", "actions", "conversation_signals", "entities", "entity_mentions",
         "entity_relationships", "embeddings", "summaries", "message_receipts", "pipeline_counters",
         "friendly_id_sequences", "llm_calls", "message_tombstones", "roman_bots", "django_admin_log",
-        "decision_conflicts", "digest_subscriptions",
+        "decision_conflicts", "digest_subscriptions", "review_audit",
     }  # fmt: skip
 
     printed = _purge("--channel", world.cid, "--yes")
@@ -239,6 +253,9 @@ def test_a_purged_person_leaves_no_row_naming_them(world):
     assert Decision.objects.filter(pk=world.kept_decision.pk).exists()
     assert ChannelConfig.objects.get(channel_id=world.cid).stakeholders == []
     assert MessageReceipt.objects.filter(author_id=world.colleague).count() == 5
+    # The review desk's entry that handed their action on stays, their id scrubbed from it.
+    [entry] = ReviewAudit.objects.filter(action_record=world.handed_over)
+    assert entry.before == {"owner_id": None, "owner_name": None} and entry.after["owner_id"] == world.colleague
 
 
 def test_a_deleted_message_is_withdrawn_everywhere_but_its_tombstone(world):
