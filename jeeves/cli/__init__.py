@@ -5,4 +5,6 @@ A subcommand `a-b` lives in module `a_b`. Each module defines `help: str`, `add_
 `command.stderr` / `CommandError`).
 """
 
-SUBCOMMANDS: tuple[str, ...] = ("up", "replay", "ask", "eval", "audit", "bench", "train", "purge", "rotate-keys")
+SUBCOMMANDS: tuple[str, ...] = (
+    "up", "replay", "ask", "eval", "audit", "bench", "train", "purge", "rotate-keys", "reembed", "doctor",
+)  # fmt: skip
