@@ -124,7 +124,7 @@ def seed_gold(conv: dict, entities: dict) -> None:
 
 
 def seed_offline(conv: dict, entities: dict) -> None:
-    """Seed what the offline extractor finds in `conv` (bursts simulated as bench/offline_eval.py does)."""
+    """Seed what the offline engine finds in `conv` (the pipeline simulated by pipeline.offline.replay)."""
     from knowledge.models import (
         Action,
         ChannelConfig,
@@ -136,12 +136,12 @@ def seed_offline(conv: dict, entities: dict) -> None:
     )
     from pipeline import embedder
     from pipeline.embed import _record_text_and_meta
+    from pipeline.offline import corpus, model, replay
 
-    spec = importlib.util.spec_from_file_location("bench_offline_eval", Path(__file__).with_name("offline_eval.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    out = module.run_conversation(conv, False)
-    records, ctx = out["records"], out["ctx"]
+    conversation = corpus.from_dict(conv)
+    result = replay.run(conversation, model.load(), labels=False).result
+    records = {kind: getattr(result, kind) for kind in ("decisions", "actions", "entities", "relationships", "signals")}
+    ctx = conversation.ctx
     ch = conv["channel"]
     org = ch["org"]
     channel = ChannelConfig.objects.create(
@@ -215,6 +215,57 @@ def seed_offline(conv: dict, entities: dict) -> None:
         )  # fmt: skip
 
 
+def calibrate(convs: dict) -> None:
+    """Every question asked with the gate open, the best candidate's relevance kept; then each gate is
+    scored as if it had been set: an answerable question is right when its expected record is among
+    the first five cited and the best relevance reaches the gate, a no-record question when it does not."""
+    import dataclasses
+
+    from retrieval import ask as ask_module
+    from retrieval import evaluation
+    from retrieval.config import RetrievalConfig
+    from retrieval.relevance import citable, is_filter, relevance
+
+    seen: list[float] = []
+    settled = ask_module.settled
+    from_settings = RetrievalConfig.from_settings
+
+    def open_gate(plan, ranked, *, lexical_weight, min_relevance):
+        candidates = [r for r in ranked if citable(r)]
+        best = max((relevance(r, lexical_weight) for r in candidates), default=0.0)
+        seen.append(float("inf") if (candidates and is_filter(plan)) else best)
+        return settled(plan, ranked, lexical_weight=lexical_weight, min_relevance=-1.0)
+
+    ask_module.settled = open_gate
+    RetrievalConfig.from_settings = classmethod(
+        lambda cls: dataclasses.replace(from_settings(), answer_min_relevance=-1)
+    )
+    try:
+        rows = []
+        for conv in convs.values():
+            before = len(seen)
+            for row in evaluation.score_conversation(conv):
+                rows.append(row)
+            assert len(seen) - before == len(conv["gold"]["questions"])
+    finally:
+        ask_module.settled = settled
+        RetrievalConfig.from_settings = from_settings
+    best = None
+    answerable = [(r, s) for r, s in zip(rows, seen, strict=True) if not r["no_record"]]
+    none = [(r, s) for r, s in zip(rows, seen, strict=True) if r["no_record"]]
+    print(f"{len(answerable)} answerable, {len(none)} no-record questions")
+    print("gate   top-5   no-record   balanced")
+    for step in range(30, 121, 5):
+        gate = step / 100
+        top5 = sum(r["ok"] and s >= gate for r, s in answerable) / max(1, len(answerable))
+        right = sum(s < gate for _, s in none) / max(1, len(none))
+        balanced = (top5 + right) / 2
+        print(f"{gate:.2f}  {top5:6.1%}  {right:9.1%}  {balanced:9.1%}")
+        if best is None or balanced > best[1]:
+            best = (gate, balanced)
+    print(f"best gate {best[0]:.2f} (balanced {best[1]:.1%})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", nargs="?", default=str(DEFAULT))
@@ -223,6 +274,12 @@ def main() -> None:
     parser.add_argument("--verbose", action="store_true", help="list every miss")
     parser.add_argument("--show", action="store_true", help="print every question with its answer")
     parser.add_argument("--quick", action="store_true", help="a smoke run: --gold, the first three conversations")
+    parser.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="ask with the no-record gate open, then sweep it: the gate that answers most questions right "
+        "(answerable in the top five and no-record, weighted alike) on PATH (run it on evalsets/train)",
+    )
     args = parser.parse_args()
     path = Path(args.path)
     files = sorted(path.glob("conv-*.json")) if path.is_dir() else [path]
@@ -257,6 +314,9 @@ def main() -> None:
             entities: dict = {}
             for conv in convs.values():
                 (seed_offline if args.offline else seed_gold)(conv, entities)
+        if args.calibrate:
+            calibrate(convs)
+            return
         rows = [row for conv in convs.values() for row in evaluation.score_conversation(conv)]
         probes = evaluation.score_probes(evaluation.load_probes(path, convs), convs)
         s = evaluation.summarise(rows, probes)

@@ -12,7 +12,7 @@ from kombu import Exchange
 from kombu import Queue as KombuQueue
 
 from jeeves.queues import TIME_LIMITS, Queue
-from jeeves.startup import refuse_unsafe_start
+from jeeves.startup import refuse_unsafe_start, require_offline_engine
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
 
@@ -39,6 +39,7 @@ if "flower" in sys.argv[1:]:
 @worker_init.connect
 def _worker_starts(**kwargs) -> None:
     refuse_unsafe_start("a worker")
+    require_offline_engine("a worker")
 
 
 @beat_init.connect

@@ -16,3 +16,17 @@ def refuse_unsafe_start(service: str) -> None:
             file=sys.__stderr__ or sys.stderr,  # Celery redirects sys.stderr into its log by then
         )
         sys.exit(78)  # EX_CONFIG
+
+
+def require_offline_engine(service: str) -> None:
+    """A worker does not start without the offline engine's learned artefacts, or with stale ones:
+    the offline engine is the default and every slot's fallback, so a worker without it would fail
+    every message later instead of once, loudly, now."""
+    from pipeline.offline import artefacts, contradiction, model
+
+    try:
+        model.load()
+        contradiction.model()
+    except artefacts.ArtefactError as exc:
+        print(f"jeeves: refusing to start {service}: {exc}", file=sys.__stderr__ or sys.stderr)
+        sys.exit(78)

@@ -136,6 +136,9 @@ class Decision(models.Model):
     source_ref = models.JSONField()
     source_key = models.TextField(help_text="Natural key for idempotent writes (from the source message ids)")
     extraction_model = models.TextField(null=True, blank=True)
+    # What the stored text keeps of its messages, measured when written (the text is gone after):
+    # {"kept_share": largest share of one message's words kept in order, "longest_run": words, ...}.
+    restatement = models.JSONField(default=dict, blank=True)
     prompt_version = models.TextField(null=True, blank=True)
     reviewed_at = models.DateTimeField(null=True, blank=True)
     reviewed_by = models.TextField(null=True, blank=True)
@@ -243,6 +246,9 @@ class Action(models.Model):
         Decision, null=True, blank=True, on_delete=models.SET_NULL, db_column="related_decision", related_name="+"
     )
     extraction_model = models.TextField(null=True, blank=True)
+    # What the stored text keeps of its messages, measured when written (the text is gone after):
+    # {"kept_share": largest share of one message's words kept in order, "longest_run": words, ...}.
+    restatement = models.JSONField(default=dict, blank=True)
     prompt_version = models.TextField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
     last_status_check = models.DateTimeField(null=True, blank=True)
@@ -433,6 +439,9 @@ class ConversationSignal(models.Model):
     source_ref = models.JSONField()
     source_key = models.TextField(help_text="Natural key for idempotent writes (from the source message ids)")
     extraction_model = models.TextField(null=True, blank=True)
+    # What the stored text keeps of its messages, measured when written (the text is gone after):
+    # {"kept_share": largest share of one message's words kept in order, "longest_run": words, ...}.
+    restatement = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(db_default=Now())
     search_vector = _search_vector("summary")
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from jeeves import metrics
+from knowledge import verbatim
 from knowledge.models import (
     Action,
     ActionStatus,
@@ -295,6 +296,7 @@ def record_decision(
             "organisation_id": channel.organisation_id,
             "summary": summary,
             "rationale": rationale,
+            "restatement": verbatim.restatement(summary, sources_text),
             "decided_by": list(dict.fromkeys(decided_by)),
             "decided_at": decided_at,
             "confidence": confidence,
@@ -395,6 +397,7 @@ def record_action(
             "friendly_id": lambda: next_friendly_id(channel.channel_id, "ACT"),
             "organisation_id": channel.organisation_id,
             "description": description,
+            "restatement": verbatim.restatement(description, sources_text),
             "owner_id": owner_id,
             "owner_name": owner_name,
             "deadline": deadline,
@@ -436,6 +439,7 @@ def record_signal(
             "organisation_id": channel.organisation_id,
             "signal_type": signal_type,
             "summary": summary,
+            "restatement": verbatim.restatement(summary, sources_text),
             "participants": list(dict.fromkeys(participants or [])),
             "tags": tags or [],
             "related_entities": related_entities or [],

@@ -18,12 +18,9 @@ from pipeline.schemas import HIGH_SIGNAL, ClassifyResult
 logger = logging.getLogger(__name__)
 
 # Category → signal type of the one signal a low-signal message leaves (most telling first).
-_SIGNAL_OF: tuple[tuple[str, str], ...] = (
-    ("question", "question"),
-    ("update", "update"),
-    ("reference", "reference"),
-    ("discussion", "discussion"),
-)
+# Only an update's gist is kept as a signal (a fact a question could need); "X asked/discussed Y" is an
+# activity log, not knowledge, and crowded retrieval and summaries.
+_SIGNAL_OF: tuple[tuple[str, str], ...] = (("update", "update"),)
 _KNOWN_ENTITIES = 40
 
 
@@ -81,12 +78,14 @@ class Classified:
     outcome: str
 
 
-def classify_message(channel: ChannelConfig, wire_msg_id: str, text: str, offline_only: bool = False) -> Classified:
-    """Classify the message and route it. `text` lives only in this call's memory. `offline_only`: the
-    offline engine, whatever the slot (a message over its channel's rate: no model spend)."""
+def classify_message(channel: ChannelConfig, wire_msg_id: str, text: str) -> Classified:
+    """Classify the message and route it. `text` lives only in this call's memory."""
     ctx = build_context(channel)
     receipt = MessageReceipt.objects.filter(channel_id=channel.channel_id, wire_msg_id=wire_msg_id).first()
-    in_window = next((m for m in window.read(channel.channel_id) if m.id == wire_msg_id), None)
+    held = window.read(channel.channel_id)
+    at = next((k for k, m in enumerate(held) if m.id == wire_msg_id), None)
+    in_window = held[at] if at is not None else None
+    previous = held[max(0, at - 3) : at] if at is not None else []  # the context Tier 1 reads with it
     author_id = in_window.author_id if in_window else (receipt.author_id if receipt else "") or ""
     mentions = list(in_window.mentions) if in_window else []
     sent_at = in_window.ts if in_window else (receipt.sent_at if receipt else None)
@@ -99,6 +98,7 @@ def classify_message(channel: ChannelConfig, wire_msg_id: str, text: str, offlin
             "content": json.dumps(
                 {
                     "context": context_json(ctx),
+                    "previous_messages": [{"author": ctx.display_name(m.author_id), "text": m.text} for m in previous],
                     "message": {
                         "author": ctx.display_name(author_id),
                         "mentions": [ctx.display_name(m) for m in mentions],
@@ -110,19 +110,17 @@ def classify_message(channel: ChannelConfig, wire_msg_id: str, text: str, offlin
         },
     ]
     try:
-        if offline_only:
-            raise llm.SlotFailure("classify", "over the channel's rate")
         answer = llm.structured(
             "classify",
             messages,
             ClassifyResult,
-            lambda: offline.classify(text, ctx, author_id, mentions),
+            lambda: offline.classify(text, ctx, author_id, mentions, previous, sent_at),
             channel_id=channel.channel_id,
         )
         result, model = answer.value, answer.model
     except llm.SlotFailure:
         # A message must still be triaged: the offline engine is cheap and always there.
-        result, model = offline.classify(text, ctx, author_id, mentions), "local"
+        result, model = offline.classify(text, ctx, author_id, mentions, previous, sent_at), "local"
     categories = list(dict.fromkeys(result.categories))
     high = result.is_high_signal or bool(HIGH_SIGNAL & set(categories))
 

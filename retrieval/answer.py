@@ -23,7 +23,7 @@ from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field
 
 from jeeves.config import LOCAL_MODEL
-from pipeline.offline.verbatim import MAX_RUN, longest_common_run
+from knowledge.verbatim import MAX_RUN, longest_common_run
 from retrieval.fusion import RecordKey
 from retrieval.pack import ContextPack, approx_date
 from retrieval.plan import QueryPlan, form_of

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
@@ -46,7 +47,10 @@ CHECKS: dict[str, str] = {
     "consent.redis": "no paused/secure channel has a window or parked text",
     "source_ref": "source_ref holds only wire_msg_ids and a timestamp_range",
     "consent.receipts": "no receipt of a message sent inside a secure range",
+    "restatement": "records restate: no 10-word run; median kept share <= 0.6, none >= 0.9 (messages of 8+ words)",
 }
+KEPT_MEDIAN_MAX = 0.6
+KEPT_COPY = 0.9
 
 SOURCE_REF_KEYS = {"wire_msg_ids", "timestamp_range"}
 RANGE_KEYS = {"start", "end"}
@@ -78,6 +82,7 @@ class Report:
     problems: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
     redis_config: dict[str, str | None] = field(default_factory=dict)
+    restatement: dict[str, Any] = field(default_factory=dict)
 
     def fail(self, check: str, detail: str, channel: str | None = None) -> None:
         self.problems.append(Finding(check, detail, channel))
@@ -97,6 +102,7 @@ class Report:
             "problems": [asdict(p) for p in self.problems],
             "warnings": [asdict(w) for w in self.warnings],
             "redis": self.redis_config,
+            "restatement": self.restatement,
             "channels": {ch: asdict(c) for ch, c in sorted(self.channels.items())},
         }
 
@@ -136,7 +142,41 @@ def audit(channel_id: str | None = None) -> Report:
     _check_source_refs(report, channel_id)
     _check_secure_receipts(report, configs.values())
     _count(report, channel_id)
+    _check_restatement(report, channel_id)
     return report
+
+
+def _check_restatement(report: Report, channel_id: str | None) -> None:
+    """Figures of what stored records keep of their messages (measured when each was written)."""
+    shares: list[float] = []
+    copies = 0
+    longest = 0
+    for model in (Decision, Action, ConversationSignal):
+        rows = model.objects.all() if channel_id is None else model.objects.filter(channel_id=channel_id)
+        for cid, figures in rows.values_list("channel_id", "restatement"):
+            if not figures:
+                continue  # written before the figures were kept
+            longest = max(longest, int(figures.get("longest_run", 0)))
+            if figures.get("long_sources"):
+                share = float(figures.get("kept_share", 0.0))
+                shares.append(share)
+                if share >= KEPT_COPY:
+                    copies += 1
+                    report.warn("restatement", f"a {model._meta.verbose_name} keeps {share:.0%} of its message", cid)
+    received = sum(sum(c.receipts.values()) for c in report.channels.values())
+    signals = sum(c.records.get("signals", 0) for c in report.channels.values())
+    median = round(statistics.median(shares), 3) if shares else None
+    report.restatement = {
+        "records_measured": len(shares),
+        "kept_share_median": median,
+        "kept_ge_0_9": copies,
+        "longest_run": longest,
+        "signals_per_100_messages": round(100 * signals / received, 1) if received else None,
+    }
+    if longest >= 10:
+        report.fail("restatement", f"a stored record repeats {longest} consecutive words of a message")
+    if median is not None and median > KEPT_MEDIAN_MAX:
+        report.warn("restatement", f"median kept share {median:.2f} is over {KEPT_MEDIAN_MAX}")
 
 
 # --------------------------------------------------------------------------- Redis
@@ -396,6 +436,14 @@ def render(report: Report) -> str:
         if findings:
             lines += ["", f"{title} ({len(findings)}):"]
             lines += [f"  [{f.check}] {f.channel or '-'}: {f.detail}" for f in findings]
+    if report.restatement:
+        r = report.restatement
+        lines += [
+            "",
+            f"Restatement: {r['records_measured']} records measured; median kept share {r['kept_share_median']};"
+            f" {r['kept_ge_0_9']} keep >= 90 %; longest shared run {r['longest_run']} words;"
+            f" signals per 100 messages received: {r['signals_per_100_messages']}",
+        ]
     lines += ["", *_table(report), ""]
     if report.problems:
         lines.append(f"FAILED: {len(report.problems)} problem(s).")

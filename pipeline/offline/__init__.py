@@ -1,4 +1,4 @@
-"""The offline engine (model name `local`): Tier 1 classify and Tier 2 extract from cue phrases and patterns."""
+"""The offline engine (model name `local`): Tier 1 and Tier 2 from heads learned on evalsets/train."""
 
 from pipeline.offline.classify import classify
 from pipeline.offline.extract import extract

@@ -28,9 +28,9 @@ def path_for(name: str) -> Path:
 
 
 def save(name: str, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> Path:
-    """Write `arrays` (float32 where they are float) and `meta` to artefacts/NAME.npz."""
+    """Write `arrays` (float64 stored as float32; float16 kept) and `meta` to artefacts/NAME.npz."""
     ARTEFACT_DIR.mkdir(parents=True, exist_ok=True)
-    payload = {k: (v.astype(np.float32) if np.issubdtype(v.dtype, np.floating) else v) for k, v in arrays.items()}
+    payload = {k: (v.astype(np.float32) if v.dtype == np.float64 else v) for k, v in arrays.items()}
     payload["__meta__"] = np.frombuffer(json.dumps({"format": FORMAT, **meta}, sort_keys=True).encode(), np.uint8)
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **payload)

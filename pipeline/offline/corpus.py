@@ -45,7 +45,10 @@ class Conversation:
 
 
 def load(path: Path) -> Conversation:
-    raw = json.loads(path.read_text(encoding="utf-8"))
+    return from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def from_dict(raw: dict) -> Conversation:
     channel = raw["channel"]
     org = channel["org"]
     members = tuple(

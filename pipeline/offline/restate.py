@@ -1,7 +1,8 @@
-"""Synthesised restatements: third-person rewrites of a clause, cut until no ten-word run is copied.
+"""Synthesised restatements: third-person normal forms of a clause, never the message.
 
-Never returns message text as is: pronouns are moved to the third person, chat filler and
-links are dropped, and `guard` deletes words (fillers first) until the no-verbatim rule holds.
+Pronouns move to the third person, chat filler, framing ("can you", "I'll", "let's") and links are
+dropped, the clause is cut at its first aside, and `fit` cuts the whole record until it keeps at most
+`MAX_SHARE` of any source message's words in order and shares no ten-word run with one.
 """
 
 from __future__ import annotations
@@ -9,16 +10,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from pipeline.offline.verbatim import MAX_RUN, longest_common_run, words
+from knowledge.verbatim import MAX_RUN, kept_share, longest_common_run, words
 
 _URL = re.compile(r"https?://\S+|www\.\S+")
 _MENTION = re.compile(r"@([\w.\-]+)")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\u2b00-\u2bff\ufe0f\u200d]")
 _LEAD = re.compile(
-    r"^\s*((ok|okay|right|so|yes|yep|yeah|fine|alright|cool|great|well|hmm|ah|oh|and|but|also|genau|"
-    r"agreed|decided|decision|approved|confirmed|for the record|calling it( for [\w ]+)?|final call|change of plan|"
-    r"ok team|team|new rule( as of today)?|let'?s make it official|changing the plan|slept on it|done deal)"
-    r"\b\s*[,:;.!\-\u2013—]*\s*)+",
+    r"^\s*((ok|okay|right|so|yes|yep|yeah|fine|alright|cool|great|well|hmm|ah|oh|and|but|also|agreed|decided"
+    r"|decision|approved|confirmed|for the record|final call|update|status|fyi|heads[ -]up|quick update|btw|team"
+    r"|all|folks|everyone|thanks|thank you|sure|sounds good|good news|bad news)\b\s*[,:;.!\-\u2013—]*\s*)+",
     re.IGNORECASE,
 )
 _FILLER = {
@@ -64,7 +65,7 @@ _PRONOUNS = [
 
 def clean(text: str) -> str:
     """The message without links, emoji, leading chat filler and stray whitespace."""
-    text = (text or "").replace("\u2019", "'")
+    text = _CONTROL.sub(" ", (text or "").replace("\u2019", "'"))
     text = _URL.sub("", text)
     text = _EMOJI.sub("", text)
     text = _MENTION.sub(lambda m: m.group(1), text)
@@ -145,3 +146,105 @@ def sentence(text: str) -> str:
         return text
     text = text[0].upper() + text[1:]
     return text if text.endswith((".", "…", "?")) else text + "."
+
+
+MAX_SHARE = 0.6  # of a source message's words a record may keep, in order
+MAX_WORDS = 32  # a record is a sentence, not a paragraph
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_ASIDE = re.compile(
+    r"\s*(?:\(|\s[-\u2013\u2014]\s|;|\bbecause\b|\bsince\b|\bbut\b|\bso that\b|, so\b|, which\b|, as\b)"
+)
+_REQUEST_LEAD = re.compile(
+    r"^.*?\b(?:can|could|would|will) you(?: please| pls| also| maybe)?\s+|^.*?\bplease\s+|^.*?\bpls\s+"
+    r"|^.*?\bneed you to\s+|^.*?\bare you (?:ok|okay|able|happy) to\s+|^.*?\bmind\s+(?=\w+ing\b)",
+    re.IGNORECASE,
+)
+_COMMIT_LEAD = re.compile(
+    r"^.*?\b(?:i'?ll|i will|i can|i'?m going to|i'?m gonna|i'?m|i)\s+(?:also\s+|just\s+|then\s+|go ahead and\s+)?",
+    re.IGNORECASE,
+)
+_FRAME = re.compile(
+    r"^(?:i think|i guess|i reckon|i'd say|in my view|to be clear|just to confirm|let'?s|we'?ll|we will|we should"
+    r"|we'?re going to|we are going to|we go with|going with|we'?re|we are)\s+",
+    re.IGNORECASE,
+)
+_DANGLING = {
+    "a", "an", "the", "and", "or", "but", "to", "of", "for", "with", "on", "in", "at", "by", "from", "as", "that",
+    "which", "is", "are", "be", "will", "would", "their", "its", "it's", "this", "these", "so", "if", "than", "then",
+    "into", "our", "your", "my", "team", "the team", "not", "no", "can", "could", "should", "we", "i",
+}  # fmt: skip
+_STOP = frozenset(
+    """a an the and or but if then of to in on at for with by from is are was were be been it its this that we our us
+    you your they their i me my as so not no do does did will would can could should let's lets ok okay yes yep yeah
+    just also too very all any some""".split()
+)
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text or "") if s.strip()]
+
+
+def content_words(text: str) -> list[str]:
+    return [w for w in words(clean(text)) if w not in _STOP and len(w) > 1]
+
+
+def _first_clause(text: str) -> str:
+    """The text up to its first aside (a parenthesis, a dash, a reason, a 'but'), if that leaves enough."""
+    match = _ASIDE.search(text)
+    if match and len(text[: match.start()].split()) >= 4:
+        return text[: match.start()]
+    return text
+
+
+def _main_sentence(text: str) -> str:
+    """The sentence that carries the message: the first with four or more words (else the whole)."""
+    parts = sentences(text)
+    return next((p for p in parts if len(p.split()) >= 4), parts[0] if parts else "")
+
+
+def normal_form(text: str, actor: str, addressee: str | None = None) -> str:
+    """A third-person clause restating the message's main sentence without its chat framing."""
+    core = clean(_main_sentence(clean(text)))
+    core = _FRAME.sub("", core)
+    core = _first_clause(core).strip(" ,;:-.?!")
+    return third_person(core, actor, addressee).strip()
+
+
+def task(text: str, actor: str, owner: str) -> str:
+    """What an action asks or promises, without "can you"/"I'll" framing, in the third person."""
+    cleaned = clean(text)
+    for part in sentences(cleaned) or [cleaned]:
+        if match := _REQUEST_LEAD.search(part):
+            return _verb_phrase(third_person(_first_clause(part[match.end() :]), actor, owner))
+        if match := _COMMIT_LEAD.search(part):
+            return _verb_phrase(third_person(_first_clause(part[match.end() :]), owner))
+    return _verb_phrase(normal_form(cleaned, actor, owner))
+
+
+def _verb_phrase(text: str) -> str:
+    text = re.sub(r"^(?:will|to|be able to|need to|have to|should|must)\s+", "", text.strip(" ,;:-.?!"), flags=re.I)
+    return text
+
+
+def _trim(tokens: list[str]) -> list[str]:
+    while tokens and (tokens[-1].casefold().strip(",;:") in _DANGLING or not re.search(r"\w", tokens[-1])):
+        tokens = tokens[:-1]
+    if tokens:
+        tokens[-1] = tokens[-1].rstrip(",;:-")
+    return tokens
+
+
+def fit(text: str, sources: Iterable[str], max_share: float = MAX_SHARE) -> str:
+    """`text` cut from the end at word boundaries until it keeps at most `max_share` of each source of
+    8 words or more and shares no ten-word run with any source; "" when too little would be left."""
+    sources = [s for s in sources if s]
+    long_sources = [s for s in sources if len(words(s)) >= 8]
+    tokens = _trim(text.split()[:MAX_WORDS])
+    while len(tokens) > 2:
+        candidate = " ".join(tokens)
+        if longest_common_run(candidate, sources) <= MAX_RUN and all(
+            kept_share(candidate, s) <= max_share for s in long_sources
+        ):
+            return sentence(candidate)
+        tokens = _trim(tokens[:-1])
+    return ""

@@ -1,8 +1,8 @@
 """Thread topic of an extracted record: salient terms of its evidence and of the messages that led to it.
 
 A commit message ("confirmed: max 3 over 72h") rarely names what it is about; the thread does.
-The terms become the record's tags and a short "Topic: a, b, c." clause, so questions that use
-the thread's words find the record. Single words and short names only, never a copied run.
+The terms become the record's tags (searched and embedded with it), so questions that use the
+thread's words find the record. Single words and short names only, never a copied run.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from collections.abc import Sequence
 
 from pipeline.context import ChannelContext
 from pipeline.offline.entities import find_entities
-from pipeline.offline.verbatim import MAX_RUN, longest_common_run
 from pipeline.window import WindowMessage
 
 MAX_TAGS = 8
-CLAUSE_TERMS = 5  # more terms make on-topic questions about things never decided match too
 _CONTEXT = 3  # preceding messages by others that may carry the topic
 _LOOKBACK = 6
 _TERSE = 2  # evidence with fewer content words than this takes its topic from the thread
@@ -127,14 +125,3 @@ def terms(messages: Sequence[WindowMessage], ctx: ChannelContext, evidence_ids: 
         if count >= 2 and word not in out and word not in covered:
             out.append(word)
     return out[:MAX_TAGS]
-
-
-def clause(text: str, topic: Sequence[str], sources: Sequence[str], max_terms: int = CLAUSE_TERMS) -> str:
-    """`text` with " Topic: a, b, c." appended, dropping terms from the end until no ten-word run is copied."""
-    chosen = list(topic[:max_terms])
-    while chosen:
-        candidate = f"{text} Topic: {', '.join(chosen)}.".strip()
-        if longest_common_run(candidate, sources) <= MAX_RUN:
-            return candidate
-        chosen.pop()
-    return text

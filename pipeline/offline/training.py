@@ -15,7 +15,7 @@ from typing import Any
 from pipeline.offline import artefacts, corpus
 
 # Order matters only for reading the card; each trainer is independent.
-TRAINERS: tuple[str, ...] = ("pipeline.offline.contradiction",)
+TRAINERS: tuple[str, ...] = ("pipeline.offline.learn", "pipeline.offline.contradiction")
 
 
 def trainer_modules() -> dict[str, Any]:

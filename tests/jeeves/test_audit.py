@@ -319,3 +319,51 @@ def test_an_unreachable_redis_is_an_error_not_a_pass(use_redis):
 
 def test_after_those_the_sessions_redis_is_in_use_again(redis_url):
     assert get_redis().connection_pool.connection_kwargs["db"] == int(redis_url.rsplit("/", 1)[1])
+
+
+SAID = "right then, the quarterly offsite moves from Leeds to York because the venue in Leeds cancelled on us"
+
+
+def _restated(channel: ChannelConfig, key: str, summary: str) -> None:
+    services.record_decision(
+        channel,
+        summary=summary,
+        rationale=None,
+        decided_by=[f"alice@{ORG}"],
+        decided_at=NOW,
+        confidence=0.8,
+        source=_ref(key),
+        sources_text=[SAID],
+        key=key,
+    )
+
+
+@pytest.mark.django_db
+def test_restatement_figures_are_measured_when_written_and_reported(state):
+    channel = ChannelConfig.objects.get(channel_id=WAS_SECURE)  # no decisions yet: ids from DEC-0001
+    _restated(channel, "r1", "Decided: the offsite moves to York.")
+    _restated(channel, "r2", "Decided: quarterly offsite now in York, the Leeds venue cancelled.")
+    stored = Decision.objects.get(source_key="r1").restatement
+    assert stored["long_sources"] == 1 and 0 < stored["kept_share"] < 0.4 and stored["longest_run"] == 2
+    status, out = audit("--json")
+    assert status == 0, out
+    figures = json.loads(out)["restatement"]
+    assert figures["records_measured"] == 2 and figures["kept_ge_0_9"] == 0 and figures["longest_run"] <= 4
+    assert figures["kept_share_median"] < 0.6
+    assert figures["signals_per_100_messages"] is not None
+    assert "Restatement: 2 records measured" in audit()[1]
+
+
+@pytest.mark.django_db
+def test_a_record_keeping_nearly_all_of_its_message_is_a_warning(state):
+    channel = ChannelConfig.objects.get(channel_id=WAS_SECURE)  # no decisions yet: ids from DEC-0001
+    # Every word kept, in order, with runs broken below ten words: the guard lets it through, the figure does not.
+    copy = (
+        "Right then, the quarterly offsite indeed moves from Leeds to York, as it happens, "
+        "because the venue in Leeds cancelled on us."
+    )
+    _restated(channel, "r3", copy)
+    status, out = audit("--json")
+    report = json.loads(out)
+    assert status == 0 and report["checks"]["restatement"] == "warn"
+    assert report["restatement"]["kept_ge_0_9"] == 1

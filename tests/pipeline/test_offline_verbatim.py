@@ -1,29 +1,55 @@
-"""The no-verbatim guard and the restatement cutter."""
+"""The no-verbatim guard and the restatement cutter (kept share of a message's words)."""
 
 from __future__ import annotations
 
-from pipeline.offline.restate import guard
-from pipeline.offline.verbatim import longest_common_run
+from knowledge.verbatim import longest_common_run
+from pipeline.offline.restate import fit, guard, kept_share, normal_form, task
 
-SOURCE = "ok let's go with queue-based retries, exponential backoff, max 5 attempts over 72h. shout now"
+SOURCE = "right, we keep nightly snapshots for thirty days in cold storage, weekly ones for a year. objections?"
 
 
 def test_counts_the_longest_shared_run_ignoring_case_and_punctuation() -> None:
-    assert longest_common_run("Let's GO with queue based retries!", [SOURCE]) == 6
-    assert longest_common_run("nothing in common here", [SOURCE]) == 0
+    assert longest_common_run("We KEEP nightly snapshots!", [SOURCE]) == 4
+    assert longest_common_run("nothing shared with it", [SOURCE]) == 0
     assert longest_common_run("", [SOURCE]) == 0
     assert longest_common_run("anything", []) == 0
 
 
 def test_a_copied_sentence_is_ten_words_or_more() -> None:
-    copied = "go with queue-based retries, exponential backoff, max 5 attempts over 72h"
+    copied = "we keep nightly snapshots for thirty days in cold storage, weekly ones"
     assert longest_common_run(copied, ["unrelated", SOURCE]) == 12
 
 
 def test_guard_cuts_a_copy_below_ten_words_and_keeps_short_text() -> None:
-    copied = "The team will go with queue-based retries, exponential backoff, max 5 attempts over 72h."
+    copied = "The team will keep nightly snapshots for thirty days in cold storage, weekly ones for a year."
     cut = guard(copied, [SOURCE])
     assert longest_common_run(cut, [SOURCE]) <= 9
-    assert "retries" in cut
-    short = "Alice confirmed the retry plan."
+    assert "snapshots" in cut
+    short = "Alice confirmed the backup plan."
     assert guard(short, [SOURCE]) == short
+
+
+def test_kept_share_is_the_share_of_the_message_kept_in_order() -> None:
+    assert kept_share(SOURCE, SOURCE) == 1.0
+    assert kept_share("", SOURCE) == 0.0
+    assert 0.2 < kept_share("nightly snapshots thirty days cold storage", SOURCE) < 0.45
+
+
+def test_fit_cuts_a_record_to_at_most_sixty_percent_of_a_long_message() -> None:
+    text = "Decided: the team will keep nightly snapshots for thirty days in cold storage, weekly ones for a year."
+    fitted = fit(text, [SOURCE])
+    assert fitted.startswith("Decided:") and fitted.endswith(".")
+    assert kept_share(fitted, SOURCE) <= 0.6
+    assert fitted.split()[-1].rstrip(".").lower() not in {"for", "in", "the", "a", "and"}  # no dangling word
+
+
+def test_normal_form_is_third_person_without_the_chat_framing() -> None:
+    said = normal_form("ok so I'm moving the standup to 10:30 from next week, because of the school run", "Dana")
+    assert said.startswith("Dana is moving the standup")
+    assert "because" not in said and " I " not in f" {said} "
+    assert task("@omar could you please draft the vendor questionnaire by Tuesday?", "Dana", "Omar").startswith(
+        "draft the vendor questionnaire"
+    )
+    assert task("I'll chase the landlord about the broken heating tomorrow", "Dana", "Dana").startswith(
+        "chase the landlord"
+    )

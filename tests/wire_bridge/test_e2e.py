@@ -107,7 +107,7 @@ def test_sidecar_end_to_end(bridge, fakes, respond_worker):
     assert say("m4", "back on it") == "queued"
     assert len(window.read(conv)) == 3
 
-    assert say("c3", "ok comp time. @jeeves secure mode") == "command"
+    assert say("c3", "salary talk next. @jeeves secure mode") == "command"
     secured = replies_after(3)[2]
     assert secured["text"] == replies.SECURED and [b["id"] for b in secured["buttons"]] == ["cmd:secure_off"]
     config = ChannelConfig.objects.get(channel_id=conv)

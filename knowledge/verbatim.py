@@ -1,4 +1,5 @@
-"""The no-verbatim guard: how many consecutive words a synthesised text shares with its sources.
+"""The no-verbatim rule: how many consecutive words a synthesised text shares with its sources, and
+what share of a source's words it keeps in order.
 
 Stored text must never carry a run of ten or more words of a message (DESIGN.md §1). Words are
 case-folded alphanumeric runs (apostrophes kept inside words), so punctuation and spacing
@@ -43,3 +44,32 @@ def longest_common_run(text: str, sources: Iterable[str]) -> int:
 
 def is_safe(text: str, sources: Iterable[str]) -> bool:
     return longest_common_run(text, sources) <= MAX_RUN
+
+
+def kept_share(text: str, source: str) -> float:
+    """The share of `source`'s words that `text` keeps in order (longest common subsequence of words)."""
+    mine, theirs = words(text), words(source)
+    if not mine or not theirs:
+        return 0.0
+    previous = [0] * (len(theirs) + 1)
+    for word in mine:
+        current = [0] * (len(theirs) + 1)
+        for j, other in enumerate(theirs, start=1):
+            current[j] = previous[j - 1] + 1 if word == other else max(previous[j], current[j - 1])
+        previous = current
+    return previous[-1] / len(theirs)
+
+
+SHARE_MIN_WORDS = 8  # shorter messages are restated in about as many words as they have
+
+
+def restatement(text: str, sources: Iterable[str]) -> dict[str, float | int]:
+    """What a stored text keeps of the messages it restates: the largest share of one message's words
+    kept in order (over messages of SHARE_MIN_WORDS words or more) and the longest shared run."""
+    sources = [s for s in sources if s]
+    long = [s for s in sources if len(words(s)) >= SHARE_MIN_WORDS]
+    return {
+        "kept_share": round(max((kept_share(text, s) for s in long), default=0.0), 3),
+        "longest_run": longest_common_run(text, sources),
+        "long_sources": len(long),
+    }

@@ -1,0 +1,220 @@
+"""What the offline engine's learned heads see of a message: general features, no phrase of any dataset.
+
+A message is described by
+- MiniLM sentence embeddings (the bundled `all-MiniLM-L6-v2`) of the message, the message before it
+  and, for extraction, the message after it (a decision is often recognisable by its reply);
+- hashed word uni/bigrams and character 2-4-grams of the message (style-robust: terse, verbose,
+  non-native writing), its opening and closing words (how a message starts says much: a reply, a
+  verdict, a request), and the words of the neighbouring messages at half weight; no vocabulary to
+  ship (`HashingVectorizer` is stateless);
+- a few scalars of shape: length, question mark, figures, links, mentions of others, whether the
+  author changed, minutes since the previous message, first/second person.
+
+Everything is computed from the window the tier is given; the text never leaves this call's memory.
+Embeddings of identical texts are reused from a small in-process cache keyed by a digest of the text
+(never by the text).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+from sklearn.feature_extraction.text import HashingVectorizer
+
+FEATURE_VERSION = "msg-v3"
+EMBEDDER = "all-MiniLM-L6-v2"
+DIM = 384
+WORD_BITS = 15
+CHAR_BITS = 15
+EDGE_BITS = 14
+CONTEXT_BITS = 14
+CONTEXT_WEIGHT = 0.5  # the neighbours' words count half as much as the message's own
+
+_URL = re.compile(r"https?://\S+|www\.\S+")
+_MENTION = re.compile(r"@[\w.\-]+")
+_FIGURE = re.compile(r"\d")
+_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i'll|i've|i'd|me|my)\b")
+_WE = re.compile(r"\b(?:we|we're|we'll|we've|let's|lets|our|us)\b")
+_YOU = re.compile(r"\b(?:you|you're|you'll|your)\b")
+_QUESTION_WORD = re.compile(
+    r"^\s*(?:who|what|when|where|why|how|which|is|are|do|does|did|can|could|should|will|would)\b"
+)
+
+SCALARS = (
+    "log_words",
+    "question_mark",
+    "question_word_first",
+    "has_figure",
+    "has_link",
+    "mentions_other",
+    "author_changed",
+    "log_minutes_since_previous",
+    "first_person",
+    "we",
+    "you",
+    "exclamation",
+    "is_first",
+)
+NEXT_SCALARS = ("next_same_author", "log_minutes_to_next")  # extraction only: Tier 1 has no next message
+
+_WORDS = HashingVectorizer(
+    n_features=2**WORD_BITS, ngram_range=(1, 2), alternate_sign=False, norm="l2", lowercase=True,
+    token_pattern=r"(?u)\b\w[\w']*\b",
+)  # fmt: skip
+_CHARS = HashingVectorizer(
+    n_features=2**CHAR_BITS, analyzer="char_wb", ngram_range=(2, 4), alternate_sign=False, norm="l2", lowercase=True
+)
+_TOKEN = re.compile(r"[a-z0-9']+|[?!]")
+
+
+def _edges(text: str) -> list[str]:
+    """The first one to three and the last one or two tokens, as features of their own."""
+    t = _TOKEN.findall(text.lower())
+    if not t:
+        return ["<empty>"]
+    return [f"^{t[0]}", f"^{' '.join(t[:2])}", f"^{' '.join(t[:3])}", f"{t[-1]}$", f"{' '.join(t[-2:])}$"]
+
+
+_EDGES = HashingVectorizer(n_features=2**EDGE_BITS, analyzer=_edges, alternate_sign=False, norm="l2")
+_CONTEXT = HashingVectorizer(
+    n_features=2**CONTEXT_BITS, ngram_range=(1, 2), alternate_sign=False, norm="l2", lowercase=True,
+    token_pattern=r"(?u)\b\w[\w']*\b",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Msg:
+    """One message as the features see it (a window message, or an evalset message)."""
+
+    id: str
+    author_id: str
+    text: str
+    minutes: float  # minutes since an arbitrary origin (only differences are used)
+    mentions_other: bool
+
+
+def normalise(text: str) -> str:
+    """Links and @handles become placeholders: who is addressed is a feature, which handle is not."""
+    text = (text or "").replace("\u2019", "'")[:4000]
+    return _MENTION.sub(" @someone ", _URL.sub(" http ", text))
+
+
+# --- embeddings -------------------------------------------------------------------------------------
+
+_CACHE_SIZE = 4096
+_cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=16).digest()
+
+
+def embed(texts: Sequence[str]) -> np.ndarray:
+    """MiniLM vectors (normalised) of `texts`, one row each; empty texts get a zero row."""
+    from pipeline import embedder
+
+    out = np.zeros((len(texts), DIM), dtype=np.float32)
+    keys = [_digest(t) for t in texts]
+    missing: dict[bytes, int] = {}
+    with _cache_lock:
+        for i, (key, text) in enumerate(zip(keys, texts, strict=True)):
+            if not text.strip():
+                continue
+            hit = _cache.get(key)
+            if hit is not None:
+                out[i] = hit
+                _cache.move_to_end(key)
+            else:
+                missing.setdefault(key, i)
+    if missing:
+        order = list(missing.items())
+        vectors = np.asarray(embedder.embed_local([texts[i][:2000] for _, i in order]), dtype=np.float32)
+        fresh = {key: vector for (key, _), vector in zip(order, vectors, strict=True)}
+        with _cache_lock:
+            for key, vector in fresh.items():
+                _cache[key] = vector
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+        for i, key in enumerate(keys):
+            if key in fresh:
+                out[i] = fresh[key]
+    return out
+
+
+# --- feature matrices -----------------------------------------------------------------------------
+
+
+def scalars(msgs: Sequence[Msg], with_next: bool) -> np.ndarray:
+    rows = []
+    for i, m in enumerate(msgs):
+        low = normalise(m.text).lower()
+        prev = msgs[i - 1] if i > 0 else None
+        nxt = msgs[i + 1] if i + 1 < len(msgs) else None
+        rows.append(
+            [
+                math.log1p(len(low.split())) / 4,
+                float("?" in low),
+                float(bool(_QUESTION_WORD.match(low))),
+                float(bool(_FIGURE.search(low))),
+                float("http" in low),
+                float(m.mentions_other),
+                float(prev is None or prev.author_id != m.author_id),
+                math.log1p(max(0.0, m.minutes - prev.minutes)) / 8 if prev else 1.0,
+                float(bool(_FIRST_PERSON.search(low))),
+                float(bool(_WE.search(low))),
+                float(bool(_YOU.search(low))),
+                float("!" in low),
+                float(prev is None),
+            ]
+            + (
+                [
+                    float(nxt is not None and nxt.author_id == m.author_id),
+                    math.log1p(max(0.0, nxt.minutes - m.minutes)) / 8 if nxt else 1.0,
+                ]
+                if with_next
+                else []
+            )
+        )
+    return np.asarray(rows, dtype=np.float32).reshape(len(msgs), len(SCALARS) + with_next * len(NEXT_SCALARS))
+
+
+def matrix(msgs: Sequence[Msg], vectors: np.ndarray | None = None, *, with_next: bool) -> sparse.csr_matrix:
+    """The feature rows of `msgs` (a conversation or window, in order). `vectors`: their embeddings."""
+    if vectors is None:
+        vectors = embed([normalise(m.text) for m in msgs])
+    zero = np.zeros((1, DIM), dtype=np.float32)
+    prev = np.vstack([zero, vectors[:-1]]) if len(msgs) else vectors
+    blocks = [vectors, prev]
+    if with_next:
+        blocks.append(np.vstack([vectors[1:], zero]) if len(msgs) else vectors)
+    blocks.append(scalars(msgs, with_next))
+    dense = sparse.csr_matrix(np.hstack(blocks))
+    texts = [normalise(m.text) for m in msgs]
+    before = ["", *texts[:-1]]
+    text_blocks = [
+        dense,
+        _WORDS.transform(texts),
+        _CHARS.transform(texts),
+        _EDGES.transform(texts),
+        _CONTEXT.transform(before) * CONTEXT_WEIGHT,
+    ]
+    if with_next:
+        after = [*texts[1:], ""]
+        text_blocks += [_CONTEXT.transform(after) * CONTEXT_WEIGHT, _EDGES.transform(after) * CONTEXT_WEIGHT]
+    return sparse.hstack(text_blocks, format="csr")
+
+
+def width(with_next: bool) -> int:
+    text = 2**WORD_BITS + 2**CHAR_BITS + 2**EDGE_BITS + 2**CONTEXT_BITS
+    if with_next:
+        text += 2**CONTEXT_BITS + 2**EDGE_BITS
+    return DIM * (3 if with_next else 2) + len(SCALARS) + with_next * len(NEXT_SCALARS) + text

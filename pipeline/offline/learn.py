@@ -1,0 +1,214 @@
+"""`jeeves train` for the offline engine (artefact `engine`): fit on train, choose by CV on train, report dev.
+
+Labels come from the gold of `evalsets/train` only:
+- Tier 1: the eight categories of each message (`gold.categories`);
+- Tier 2: `decision_ev` / `action_ev` (the message is evidence of a gold decision / action), and
+  `owner_is_author` (a message naming another member opens an action its own author owns), fitted on
+  the first evidence messages of gold actions that name someone.
+Each head is an L2 logistic regression (liblinear, fixed C) over `features.matrix`; its threshold is
+the best-F1 threshold of out-of-fold probabilities (5 folds grouped by conversation). How far below
+that threshold an anchor may still open a record is chosen by replaying train with the fold engines
+(each conversation scored by the engine that did not see it); those replays are the train-CV figures. Dev
+is replayed once with the final engine and reported, never used to choose.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+from scipy import sparse
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GroupKFold
+
+from pipeline.offline import artefacts, features, model, replay
+from pipeline.offline.corpus import Conversation
+from pipeline.offline.extract import addressees, view
+
+NAME = model.NAME
+C = 3.0
+FOLDS = 5
+SCALES = (0.8, 1.0, 1.25)  # anchor thresholds scaled by these (decisions and actions are chosen apart)
+logger = logging.getLogger(__name__)
+
+
+def _rows(conv: Conversation) -> list[features.Msg]:
+    return view(conv.heard, conv.ctx)
+
+
+def labels(conv: Conversation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tier 1 targets [n, 8], Tier 2 targets [n, 3] and the mask of rows that train `owner_is_author`."""
+    heard = conv.heard
+    gold = conv.gold
+    y1 = np.array([[c in gold["categories"].get(m.id, []) for c in model.CATEGORIES] for m in heard], dtype=float)
+    dec = {i for d in gold["decisions"] for i in d["evidence"]}
+    act = {i for a in gold["actions"] for i in a["evidence"]}
+    first_owner: dict[str, str | None] = {}
+    for a in gold["actions"]:
+        first_owner.setdefault(a["evidence"][0], conv.member(a["owner"]))
+    dec_first = {d["evidence"][0] for d in gold["decisions"]}
+    y2 = np.zeros((len(heard), len(model.EXTRACT_HEADS)))
+    mask = np.zeros(len(heard), dtype=bool)
+    for k, m in enumerate(heard):
+        y2[k, 0] = m.id in dec
+        y2[k, 1] = m.id in act
+        y2[k, 2] = m.id in dec_first
+        y2[k, 3] = m.id in first_owner
+        if m.id in first_owner and addressees(m, conv.ctx):
+            mask[k] = True
+            y2[k, 4] = first_owner[m.id] == m.author_id
+    return y1, y2, mask
+
+
+def _best_threshold(y: np.ndarray, p: np.ndarray) -> tuple[float, float]:
+    best = (0.5, 0.0)
+    for t in np.arange(0.1, 0.91, 0.025):
+        pred = p >= t
+        tp = float((pred & (y > 0)).sum())
+        if tp == 0:
+            continue
+        f1 = 2 * tp / (pred.sum() + (y > 0).sum())
+        if f1 > best[1]:
+            best = (round(float(t), 3), round(f1, 3))
+    return best
+
+
+def _fit(x, y: np.ndarray, seed: int) -> tuple[np.ndarray, float]:
+    if y.min() == y.max():  # a fold without one of the classes: a constant head
+        return np.zeros(x.shape[1], dtype=np.float32), (10.0 if y[0] else -10.0)
+    clf = LogisticRegression(C=C, solver="liblinear", random_state=seed, max_iter=200)
+    clf.fit(x, y)
+    return clf.coef_[0].astype(np.float32), float(clf.intercept_[0])
+
+
+def _fit_heads(x, y: np.ndarray, rows: list[np.ndarray], seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """One head per column of `y`, each fitted on its own rows."""
+    fitted = [_fit(x[r], y[r, k], seed) for k, r in enumerate(rows)]
+    return np.vstack([w for w, _ in fitted]), np.array([b for _, b in fitted])
+
+
+class Data:
+    """Feature matrices and targets of a set of conversations, rows grouped by conversation."""
+
+    def __init__(self, convs: list[Conversation]):
+        self.convs = convs
+        views = [_rows(c) for c in convs]
+        texts = [features.normalise(m.text) for v in views for m in v]
+        vectors = features.embed(texts)
+        spans, start = [], 0
+        for v in views:
+            spans.append((start, start + len(v)))
+            start += len(v)
+        self.x1 = sparse.vstack(
+            [features.matrix(v, vectors[a:b], with_next=False) for v, (a, b) in zip(views, spans, strict=True)]
+        ).tocsr()
+        self.x2 = sparse.vstack(
+            [features.matrix(v, vectors[a:b], with_next=True) for v, (a, b) in zip(views, spans, strict=True)]
+        ).tocsr()
+        parts = [labels(c) for c in convs]
+        self.y1 = np.vstack([p[0] for p in parts])
+        self.y2 = np.vstack([p[1] for p in parts])
+        self.owner_rows = np.concatenate([p[2] for p in parts])
+        self.groups = np.concatenate([np.full(b - a, k) for k, (a, b) in enumerate(spans)])
+
+    def rows(self, subset: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        r1 = [subset] * len(model.CATEGORIES)
+        r2 = [subset, subset, subset, subset, subset[self.owner_rows[subset]]]
+        return r1, r2
+
+
+def fit_engine(
+    data: Data, subset: np.ndarray, seed: int, thresholds1: np.ndarray, thresholds2: np.ndarray, params: dict
+) -> model.Engine:
+    r1, r2 = data.rows(subset)
+    w1, b1 = _fit_heads(data.x1, data.y1, r1, seed)
+    w2, b2 = _fit_heads(data.x2, data.y2, r2, seed)
+    return model.Engine(
+        model.Heads(model.CATEGORIES, w1, b1, thresholds1.copy()),
+        model.Heads(model.EXTRACT_HEADS, w2, b2, thresholds2.copy()),
+        dict(params),
+    )
+
+
+def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict[str, Any]:
+    from pipeline.offline import training
+
+    data = Data(train)
+    n = data.y1.shape[0]
+    everything = np.arange(n)
+    folds = list(GroupKFold(n_splits=FOLDS).split(np.zeros(n), groups=data.groups))
+    # Out-of-fold probabilities → one threshold per head.
+    oof1 = np.zeros_like(data.y1)
+    oof2 = np.zeros_like(data.y2)
+    fold_heads = []
+    for fit_rows, test_rows in folds:
+        engine = fit_engine(data, fit_rows, seed, np.full(8, 0.5), np.full(5, 0.5), model.DEFAULT_PARAMS)
+        oof1[test_rows] = engine.tier1.probs(data.x1[test_rows])
+        oof2[test_rows] = engine.tier2.probs(data.x2[test_rows])
+        fold_heads.append((engine, test_rows))
+    t1 = [_best_threshold(data.y1[:, k], oof1[:, k]) for k in range(len(model.CATEGORIES))]
+    owner_rows = data.owner_rows
+    t2 = [_best_threshold(data.y2[:, k], oof2[:, k]) for k in range(4)]
+    t2.append(_owner_threshold(data.y2[owner_rows, 4], oof2[owner_rows, 4]))
+    thresholds1 = np.array([t for t, _ in t1])
+    thresholds2 = np.array([t for t, _ in t2])
+    # The record builder's parameters: replay train with the fold engines, keep the best.
+    by_conv = {}
+    for engine, test_rows in fold_heads:
+        engine.tier1.thresholds, engine.tier2.thresholds = thresholds1.copy(), thresholds2.copy()
+        for k in sorted(set(data.groups[test_rows])):
+            by_conv[int(k)] = engine
+    # Anchor thresholds are chosen per message; a record needs only one of its messages, so another
+    # threshold may find records better. Decisions and actions are built apart: each gets its best scale.
+    tried = []
+    for scale in SCALES:
+        params = {**model.DEFAULT_PARAMS, "decision_anchor_scale": scale, "action_anchor_scale": scale}
+        for engine in by_conv.values():
+            engine.params = params
+        figures = replay.score([replay.run(conv, by_conv[k], labels=False) for k, conv in enumerate(train)])
+        logger.info("scale %s: D %s A %s", scale, figures["decisions"], figures["actions"])
+        tried.append((scale, figures))
+    params = {
+        **model.DEFAULT_PARAMS,
+        "decision_anchor_scale": max(tried, key=lambda t: t[1]["decisions"]["f1"])[0],
+        "action_anchor_scale": max(tried, key=lambda t: t[1]["actions"]["f1"])[0],
+    }
+    for engine in by_conv.values():
+        engine.params = params
+    train_cv = replay.score([replay.run(conv, by_conv[k]) for k, conv in enumerate(train)])
+    final = fit_engine(data, everything, seed, thresholds1, thresholds2, params)
+    dev_figures = replay.score([replay.run(conv, final) for conv in dev]) if dev else {}
+    label_oof = {name: f1 for name, (_, f1) in zip(model.CATEGORIES + model.EXTRACT_HEADS, t1 + t2, strict=True)}
+    meta = {
+        **training.common_meta(train, seed),
+        **model.expected_meta(),
+        "purpose": "Offline Tier 1 categories and Tier 2 decision/action evidence and owner heads",
+        "params": params,
+        "thresholds": dict(zip(model.CATEGORIES + model.EXTRACT_HEADS, [*thresholds1, *thresholds2], strict=True)),
+        "train_cv": {**_flat(train_cv), "heads_oof_f1": label_oof},
+        "dev": _flat(dev_figures),
+    }
+    artefacts.save(NAME, final.arrays(), meta)
+    model._loaded = None
+    return {"train_cv": meta["train_cv"], "dev": meta["dev"], "params": params}
+
+
+def _owner_threshold(y: np.ndarray, p: np.ndarray) -> tuple[float, float]:
+    """The threshold with the most owners right (both classes matter here, not F1 of one)."""
+    best = (0.5, 0.0)
+    for t in np.arange(0.1, 0.91, 0.025):
+        accuracy = float(((p >= t) == (y > 0)).mean()) if len(y) else 0.0
+        if accuracy > best[1]:
+            best = (round(float(t), 3), round(accuracy, 3))
+    return best
+
+
+def _flat(figures: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in figures.items():
+        if isinstance(value, dict) and key != "categories_f1":
+            out.update({f"{key}_{k}": v for k, v in value.items()})
+        else:
+            out[key] = value
+    return out

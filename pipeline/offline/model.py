@@ -1,0 +1,139 @@
+"""The offline engine's learned heads at inference: numpy over the committed artefact `engine.npz`.
+
+Two groups of logistic heads over `features.matrix` rows:
+- Tier 1 (`CATEGORIES`): the eight message categories, from the message and the one before it;
+- Tier 2 (`EXTRACT_HEADS`): is the message evidence of a decision / of an action (any of its
+  messages), does it open one (its first evidence), and for a message that names someone else, is the
+  action's owner the author after all ("I'll ask Sam to…"); from the message, the one before and after.
+Each head has a threshold chosen by cross-validation on train (`pipeline.offline.learn`), and the
+record builder has a few parameters tuned on train the same way. Fitted by `jeeves train`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pipeline.offline import artefacts, features
+
+NAME = "engine"
+CATEGORIES = ("decision", "action", "question", "blocker", "update", "discussion", "reference", "routine")
+EXTRACT_HEADS = ("decision_ev", "action_ev", "decision_anchor", "action_anchor", "owner_is_author")
+DEFAULT_PARAMS = {
+    "join_gap": 3,  # messages between a record's last evidence and a message that may join it
+    "join_cosine": 0.5,  # MiniLM cosine above which a message restates the record it follows
+    "ack_words": 10,  # a reply this short joins the record it answers
+    "done_cosine": 0.35,  # a later update by the owner this close to the action completes it
+    "decision_anchor_scale": 1.0,  # the anchor heads' thresholds scaled for record-level F1
+    "action_anchor_scale": 1.0,
+}
+
+
+def expected_meta() -> dict[str, Any]:
+    """What the artefact must have been fitted for (a mismatch is a stale artefact)."""
+    return {
+        "feature_version": features.FEATURE_VERSION,
+        "embedder": features.EMBEDDER,
+        "categories": list(CATEGORIES),
+        "extract_heads": list(EXTRACT_HEADS),
+        "scalars": list(features.SCALARS) + list(features.NEXT_SCALARS),
+    }
+
+
+@dataclass
+class Heads:
+    """Logistic heads sharing one feature space: weights (heads x features), biases, thresholds."""
+
+    names: tuple[str, ...]
+    weights: np.ndarray
+    bias: np.ndarray
+    thresholds: np.ndarray
+
+    def probs(self, rows) -> np.ndarray:
+        logits = np.asarray(rows @ self.weights.T, dtype=np.float64) + self.bias
+        return 1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30)))
+
+    def threshold(self, name: str) -> float:
+        return float(self.thresholds[self.names.index(name)])
+
+
+@dataclass
+class Scored:
+    """One window scored: probabilities per head (rows follow the messages), and their embeddings."""
+
+    tier1: np.ndarray
+    tier2: np.ndarray
+    vectors: np.ndarray
+    engine: Engine
+
+    def p(self, head: str, i: int) -> float:
+        if head in CATEGORIES:
+            return float(self.tier1[i, CATEGORIES.index(head)])
+        return float(self.tier2[i, EXTRACT_HEADS.index(head)])
+
+    def over(self, head: str, i: int) -> bool:
+        return self.p(head, i) >= self.engine.threshold(head) * self.engine.params.get(f"{head}_scale", 1.0)
+
+
+@dataclass
+class Engine:
+    tier1: Heads
+    tier2: Heads
+    params: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_PARAMS))
+
+    def threshold(self, head: str) -> float:
+        return self.tier1.threshold(head) if head in CATEGORIES else self.tier2.threshold(head)
+
+    def score(self, msgs: Sequence[features.Msg], vectors: np.ndarray | None = None, *, tier2: bool = True) -> Scored:
+        if vectors is None:
+            vectors = features.embed([features.normalise(m.text) for m in msgs])
+        if not msgs:
+            empty = np.zeros((0, 1))
+            return Scored(empty, empty, vectors, self)
+        t1 = self.tier1.probs(features.matrix(msgs, vectors, with_next=False))
+        t2 = (
+            self.tier2.probs(features.matrix(msgs, vectors, with_next=True))
+            if tier2
+            else np.zeros((len(msgs), len(EXTRACT_HEADS)))
+        )
+        return Scored(t1, t2, vectors, self)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        # Weights in half precision keep the committed file small; inference is in float32.
+        out = {}
+        for prefix, heads in (("tier1", self.tier1), ("tier2", self.tier2)):
+            out[f"{prefix}_w"] = heads.weights.astype(np.float16)
+            out[f"{prefix}_b"] = heads.bias
+            out[f"{prefix}_t"] = heads.thresholds
+        return out
+
+
+_lock = threading.Lock()
+_loaded: Engine | None = None
+
+
+def from_arrays(arrays: dict[str, np.ndarray], params: dict[str, float]) -> Engine:
+    def heads(prefix: str, names: tuple[str, ...]) -> Heads:
+        return Heads(
+            names,
+            arrays[f"{prefix}_w"].astype(np.float32),
+            arrays[f"{prefix}_b"].astype(np.float64),
+            arrays[f"{prefix}_t"].astype(np.float64),
+        )
+
+    return Engine(heads("tier1", CATEGORIES), heads("tier2", EXTRACT_HEADS), {**DEFAULT_PARAMS, **params})
+
+
+def load() -> Engine:
+    """The committed engine (cached per process); raises ArtefactError when missing or stale."""
+    global _loaded
+    if _loaded is None:
+        with _lock:
+            if _loaded is None:
+                arrays, meta = artefacts.load(NAME, expected_meta())
+                _loaded = from_arrays(arrays, meta.get("params", {}))
+    return _loaded

@@ -1,0 +1,149 @@
+"""The offline engine over labelled conversations as the pipeline would run it, and its scores.
+
+Per conversation: the bridge lets through `Conversation.heard`; Tier 1 classifies each message with
+the window before it; the window keeps the last 30 messages; extraction runs in bursts like the
+debounced extractor (at 10 pending messages, or 3 messages after a high-signal one). Scored as the
+evalsets' README says (decisions/actions matched by evidence overlap, owner, deadline, Tier 1 labels),
+plus what the stored text keeps of its messages and how many signals are stored per 100 messages.
+Used by `jeeves train` (train cross-validation with fold engines, dev) and `bench/offline_eval.py`.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from knowledge.verbatim import longest_common_run
+from pipeline.offline import model, restate
+from pipeline.offline.classify import classify
+from pipeline.offline.corpus import Conversation
+from pipeline.offline.extract import extract
+from pipeline.schemas import ExtractResult
+
+WINDOW = 30
+BATCH = 10
+AFTER_HIGH_SIGNAL = 3
+
+
+@dataclass
+class Replayed:
+    conversation: Conversation
+    result: ExtractResult = field(default_factory=ExtractResult)
+    labels: dict[str, list[str]] = field(default_factory=dict)
+
+
+def run(conv: Conversation, engine: model.Engine, *, labels: bool = True) -> Replayed:
+    out = Replayed(conv)
+    window: list = []
+    pending: list[str] = []
+    countdown: int | None = None
+    found: dict[str, list] = {k: [] for k in ("decisions", "actions", "entities", "relationships", "signals")}
+
+    def burst() -> None:
+        nonlocal pending, countdown
+        if pending:
+            result = extract(list(window), conv.ctx, set(pending), engine=engine)
+            for kind in found:
+                found[kind].extend(getattr(result, kind))
+        pending, countdown = [], None
+
+    for message in conv.heard:
+        result = classify(
+            message.text, conv.ctx, message.author_id, list(message.mentions), window, message.ts, engine=engine
+        )
+        if labels:
+            out.labels[message.id] = result.categories
+        window = [*window, message][-WINDOW:]
+        pending.append(message.id)
+        if result.is_high_signal and countdown is None:
+            countdown = AFTER_HIGH_SIGNAL
+        elif countdown is not None:
+            countdown -= 1
+        if len(pending) >= BATCH or countdown == 0:
+            burst()
+    burst()
+    out.result = ExtractResult(**found)
+    return out
+
+
+def match(predicted: list[set[str]], gold: list[set[str]]) -> list[tuple[int, int]]:
+    """Greedy one-to-one matching, largest overlap first."""
+    pairs = sorted(
+        ((len(p & g), i, j) for i, p in enumerate(predicted) for j, g in enumerate(gold) if p & g), reverse=True
+    )
+    used_p: set[int] = set()
+    used_g: set[int] = set()
+    matches = []
+    for _, i, j in pairs:
+        if i not in used_p and j not in used_g:
+            used_p.add(i)
+            used_g.add(j)
+            matches.append((i, j))
+    return matches
+
+
+def _prf(matched: int, predicted: int, gold: int) -> dict[str, float]:
+    p = matched / predicted if predicted else 0.0
+    r = matched / gold if gold else 0.0
+    return {"p": round(p, 3), "r": round(r, 3), "f1": round(2 * p * r / (p + r), 3) if p + r else 0.0}
+
+
+def score(runs: list[Replayed]) -> dict[str, Any]:
+    """The figures of replayed conversations (see the module docstring)."""
+    t: Counter[str] = Counter()
+    shares: list[float] = []
+    label_tp: Counter[str] = Counter()
+    label_pred: Counter[str] = Counter()
+    label_gold: Counter[str] = Counter()
+    for run_ in runs:
+        conv, res, gold = run_.conversation, run_.result, run_.conversation.gold
+        texts = {m.id: m.text for m in conv.messages}
+        heard = len(conv.heard)
+        t["messages"] += heard
+        for kind in ("decisions", "actions"):
+            records = getattr(res, kind)
+            matches = match([set(r.source_msg_ids) for r in records], [set(g["evidence"]) for g in gold[kind]])
+            t[f"{kind}_pred"] += len(records)
+            t[f"{kind}_gold"] += len(gold[kind])
+            t[f"{kind}_match"] += len(matches)
+            if kind == "actions":
+                for i, j in matches:
+                    g, p = gold["actions"][j], records[i]
+                    t["owner_ok"] += p.owner_id == conv.member(g["owner"])
+                    t["deadline_ok"] += (p.deadline.isoformat() if p.deadline else None) == g["deadline"]
+        ignored = set(gold.get("ignored", [])) | conv.dropped | conv.to_bot
+        for record in [*res.decisions, *res.actions, *res.signals]:
+            t["ignored_evidence"] += len(set(record.source_msg_ids) & ignored)
+            text = getattr(record, "summary", None) or getattr(record, "description", "")
+            sources = [texts[i] for i in record.source_msg_ids if i in texts]
+            long = [s for s in sources if len(s.split()) >= 8]
+            if long:
+                share = max(restate.kept_share(text, s) for s in long)
+                shares.append(share)
+                t["kept_ge_0_9"] += share >= 0.9
+            t["ten_word_runs"] += longest_common_run(text, sources) >= 10
+        t["signals"] += len(res.signals)
+        for msg_id, predicted in run_.labels.items():
+            truth = set(gold["categories"].get(msg_id, []))
+            for cat in model.CATEGORIES:
+                label_tp[cat] += cat in truth and cat in predicted
+                label_pred[cat] += cat in predicted
+                label_gold[cat] += cat in truth
+    per_cat = {c: _prf(label_tp[c], label_pred[c], label_gold[c])["f1"] for c in model.CATEGORIES}
+    return {
+        "decisions": _prf(t["decisions_match"], t["decisions_pred"], t["decisions_gold"]),
+        "actions": _prf(t["actions_match"], t["actions_pred"], t["actions_gold"]),
+        "owner_accuracy": round(t["owner_ok"] / t["actions_match"], 3) if t["actions_match"] else 0.0,
+        "deadline_accuracy": round(t["deadline_ok"] / t["actions_match"], 3) if t["actions_match"] else 0.0,
+        "categories_macro_f1": round(sum(per_cat.values()) / len(per_cat), 3) if any(label_gold.values()) else None,
+        "categories_f1": per_cat,
+        "signals_per_100_messages": round(100 * t["signals"] / max(1, t["messages"]), 1),
+        "kept_share_median": round(statistics.median(shares), 3) if shares else 0.0,
+        "kept_ge_0_9": t["kept_ge_0_9"],
+        "ten_word_runs": t["ten_word_runs"],
+        "ignored_evidence": t["ignored_evidence"],
+        "conversations": len(runs),
+        "messages": t["messages"],
+    }
