@@ -22,6 +22,8 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+# Every process a bench started (name, Popen), for benches that report per-process memory (bench/load.py).
+PROCESSES: list[tuple[str, subprocess.Popen]] = []
 
 
 def free_port() -> int:
@@ -104,6 +106,7 @@ def start_web(stack: ExitStack, env: dict[str, str], workers: int, cwd: Path = R
         start_new_session=True,
     )
     stack.callback(_stop_group, proc)
+    PROCESSES.append(("web", proc))
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -150,6 +153,7 @@ def start_worker(stack: ExitStack, env: dict[str, str], queue: str, concurrency:
         start_new_session=True,
     )
     stack.callback(_stop_group, proc)
+    PROCESSES.append((f"worker {queue}", proc))
     deadline = time.monotonic() + 180
     while b"ready." not in log.read_bytes():
         if proc.poll() is not None or time.monotonic() > deadline:

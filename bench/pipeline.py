@@ -271,6 +271,7 @@ def main() -> None:
             # A backed-up queue must not expire the text it holds: the bench measures capacity, not the TTL.
             JEEVES_QUEUE_TTL_S="900",
             JEEVES_EXTRACT_DEBOUNCE_S="1",
+            JEEVES_CHANNEL_RATE="0",  # throughput, not fairness: no per-channel bucket (bench/load.py measures it)
         )
         migrate(env)
         url = start_web(stack, env, workers=2)

@@ -64,6 +64,13 @@ def _non_negative_int(raw: str) -> int:
     return value
 
 
+def _non_negative_float(raw: str) -> float:
+    value = float(raw)
+    if value < 0 or value != value:
+        raise ValueError(raw)
+    return value
+
+
 def _unit_float(raw: str) -> float:
     value = float(raw)
     if not 0.0 <= value <= 1.0:
@@ -159,6 +166,19 @@ class JeevesConfig:
     # Backing services (Redis, Postgres): how long one call may hang before it counts as a failure
     backend_timeout_s: float
     db_statement_timeout_s: int
+    # Faults (issue 11): a running task holds a lease renewed every third of this; a task delivered to a
+    # worker whose lease lapsed (the worker died) is put back on its queue by any live worker's sweeper
+    task_lease_s: int
+    sweep_interval_s: float
+    # Clocks: how far apart (seconds) the web host's, the workers' and Redis' clocks may be; measured
+    # offsets are exported at /metrics and logged when over this
+    clock_skew_s: float
+    # Fairness: per-channel token bucket at the bridge (messages/s, burst); over it a message is still
+    # received but classified by the offline engine at low priority. 0 = no limit
+    channel_rate: float
+    channel_burst: int
+    # Questions one person may ask per minute before the answer is a polite "one moment" (model spend)
+    questions_per_minute: int
     # Forgetting (DESIGN.md §1, principle 7)
     retention_after_leave_days: int  # a channel Jeeves left is purged this long after; 0 = at once
     retention_days: int  # records older than this are aged out nightly; 0 = kept
@@ -251,6 +271,14 @@ def load(env: Mapping[str, str]) -> JeevesConfig:
         backend_timeout_s=fpos("JEEVES_BACKEND_TIMEOUT_S", 3.0),
         db_statement_timeout_s=_read(
             env, "JEEVES_DB_STATEMENT_TIMEOUT_S", 60, _non_negative_int, "a non-negative integer (0 = no limit)"
+        ),
+        task_lease_s=i("JEEVES_TASK_LEASE_S", 15),
+        sweep_interval_s=fpos("JEEVES_SWEEP_INTERVAL_S", 5.0),
+        clock_skew_s=_read(env, "JEEVES_CLOCK_SKEW_S", 5.0, _non_negative_float, "a non-negative number"),
+        channel_rate=_read(env, "JEEVES_CHANNEL_RATE", 2.0, _non_negative_float, "a non-negative number (0 = off)"),
+        channel_burst=i("JEEVES_CHANNEL_BURST", 60),
+        questions_per_minute=_read(
+            env, "JEEVES_QUESTIONS_PER_MINUTE", 10, _non_negative_int, "a non-negative integer (0 = off)"
         ),
         retention_after_leave_days=_read(
             env, "JEEVES_RETENTION_AFTER_LEAVE_DAYS", 7, _non_negative_int, "a whole number of days (0 = at once)"

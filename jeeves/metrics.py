@@ -220,19 +220,45 @@ def mark_process_dead(pid: int) -> None:
 
 
 class _ScrapeTime:
-    """Queue depths and Redis' reachability, read when scraped. Redis down: depths NaN, up 0."""
+    """Queue depths (every priority list of a queue summed), Redis' reachability, the tasks sweepers put back
+    and the clocks' offsets to Redis', read when scraped. Redis down: depths NaN, up 0."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        import time
+
+        from jeeves.queues import queue_lists
         from jeeves.redis import get_redis
+        from pipeline import liveness
 
         depth = GaugeMetricFamily("jeeves_queue_depth", "Messages waiting in a Celery queue.", labels=["queue"])
         up = GaugeMetricFamily("jeeves_redis_up", "1 when Redis (the broker) answered this scrape, else 0.")
+        put_back = GaugeMetricFamily(
+            "jeeves_tasks_put_back",
+            "Tasks sweepers put back because the worker holding them died (since Redis started).",
+        )
+        clocks = GaugeMetricFamily(
+            "jeeves_clock_offset_seconds",
+            "A process's clock minus Redis' (web: measured at this scrape; workers: at their last sweep).",
+            labels=["process"],
+        )
+        steps = len(queue_lists(QUEUES[0]))
         try:
-            pipe = get_redis().pipeline()
+            client = get_redis()
+            pipe = client.pipeline()
             for queue in QUEUES:
-                pipe.llen(queue)
-            depths = [float(d) for d in pipe.execute()]
+                for name in queue_lists(queue):
+                    pipe.llen(name)
+            pipe.get(liveness.RESTORED)
+            pipe.hgetall(liveness.CLOCKS)
+            *lengths, restored, offsets = pipe.execute()
+            depths = [float(sum(lengths[i * steps : (i + 1) * steps])) for i in range(len(QUEUES))]
             up.add_metric([], 1.0)
+            put_back.add_metric([], float(restored or 0))
+            clocks.add_metric(["web"], liveness.clock_offset(client))
+            for process, value in sorted(offsets.items()):
+                offset, _, seen = value.partition(" ")
+                if seen and float(seen) > time.time() - 600:  # processes seen in the last ten minutes
+                    clocks.add_metric([process], float(offset))
         except Exception:
             depths = [float("nan")] * len(QUEUES)
             up.add_metric([], 0.0)
@@ -240,6 +266,8 @@ class _ScrapeTime:
             depth.add_metric([queue], value)
         yield depth
         yield up
+        yield put_back
+        yield clocks
 
 
 def render() -> tuple[bytes, str]:

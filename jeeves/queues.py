@@ -23,3 +23,14 @@ TIME_LIMITS: dict[Queue, int] = {
 
 # Queues whose tasks call a model: one message at a time per worker process.
 LLM_QUEUES: frozenset[Queue] = frozenset({Queue.CLASSIFY, Queue.EXTRACT, Queue.RESPOND, Queue.SUMMARISE})
+
+
+# Redis keeps a queue's messages of each priority step in a list of its own (kombu's default steps, 0 first);
+# a message over its channel's rate is published at the lowest (wire_bridge/ingest.py).
+PRIORITY_STEPS: tuple[int, ...] = (0, 3, 6, 9)
+LOW_PRIORITY = 9
+
+
+def queue_lists(queue: str) -> list[str]:
+    """The Redis lists holding `queue`'s waiting messages, one per priority step."""
+    return [queue if step == 0 else f"{queue}\x06\x16{step}" for step in PRIORITY_STEPS]

@@ -78,8 +78,9 @@ class Classified:
     outcome: str
 
 
-def classify_message(channel: ChannelConfig, wire_msg_id: str, text: str) -> Classified:
-    """Classify the message and route it. `text` lives only in this call's memory."""
+def classify_message(channel: ChannelConfig, wire_msg_id: str, text: str, offline_only: bool = False) -> Classified:
+    """Classify the message and route it. `text` lives only in this call's memory. `offline_only`: the
+    offline engine, whatever the slot (a message over its channel's rate: no model spend)."""
     ctx = build_context(channel)
     receipt = MessageReceipt.objects.filter(channel_id=channel.channel_id, wire_msg_id=wire_msg_id).first()
     held = window.read(channel.channel_id)
@@ -110,6 +111,8 @@ def classify_message(channel: ChannelConfig, wire_msg_id: str, text: str) -> Cla
         },
     ]
     try:
+        if offline_only:
+            raise llm.SlotFailure("classify", "over the channel's rate")
         answer = llm.structured(
             "classify",
             messages,

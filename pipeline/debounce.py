@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from celery import current_app
 from django.conf import settings
 
-from jeeves.queues import TIME_LIMITS, Queue
+from jeeves.queues import Queue
 from jeeves.redis import get_redis
+from pipeline import liveness
 
 logger = logging.getLogger(__name__)
 
@@ -117,15 +118,23 @@ def begin_run(channel_id: str) -> str | None:
     client = get_redis()
     client.delete(_lock_key(channel_id))
     token = uuid.uuid4().hex
-    if client.set(_running_key(channel_id), token, nx=True, ex=TIME_LIMITS[Queue.EXTRACT]):
+    # A lease, renewed while the run lives (pipeline/liveness.py): a run whose worker died frees the
+    # channel within one lease instead of stalling it for the extract queue's whole time limit.
+    if client.set(_running_key(channel_id), token, nx=True, ex=liveness.lease_s()):
+        liveness.hold_key(_running_key(channel_id), token)
         return token
     return None
 
 
+_END_RUN = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
 def end_run(channel_id: str, token: str) -> None:
-    client = get_redis()
-    if client.get(_running_key(channel_id)) == token:
-        client.delete(_running_key(channel_id))
+    liveness.release_key(_running_key(channel_id))
+    get_redis().eval(_END_RUN, 1, _running_key(channel_id), token)
 
 
 def retry_later(channel_id: str, epoch: int) -> None:

@@ -146,6 +146,19 @@ def _resolve_member(ctx: ChannelContext, raw: str | None) -> str | None:
     return None
 
 
+def _plausible(day: date | None, said_at: list[datetime], tz: str) -> date | None:
+    """A deadline a model gave, kept only when it could be one: not before the day the action was said (a day's
+    slack for timezones), not more than five years after. A model's 1970 is no deadline."""
+    if day is None or not said_at:
+        return day
+    zone = ZoneInfo(tz)
+    first = min(said_at).astimezone(zone).date()
+    last = max(said_at).astimezone(zone).date()
+    if (first - day).days > 1 or (day - last).days > 5 * 366:
+        return None
+    return day
+
+
 def _deadline(day: date | None, tz: str) -> datetime | None:
     # A deadline is a channel-local calendar date; it falls due at the end of that day.
     if day is None:
@@ -254,7 +267,7 @@ def _write(
                 description=item.description,
                 owner_id=owner,
                 owner_name=ctx.display_name(owner) if owner else None,
-                deadline=_deadline(item.deadline, ctx.timezone),
+                deadline=_deadline(_plausible(item.deadline, [by_id[i].ts for i in ids], ctx.timezone), ctx.timezone),
                 status=item.status,
                 confidence=item.confidence,
                 source=_ref(ids, by_id),

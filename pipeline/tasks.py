@@ -11,8 +11,17 @@ import logging
 import threading
 from datetime import datetime, timedelta
 
+import redis
 from celery import shared_task
-from celery.signals import celeryd_after_setup, task_revoked, worker_process_init, worker_ready
+from celery.signals import (
+    celeryd_after_setup,
+    task_postrun,
+    task_prerun,
+    task_revoked,
+    worker_process_init,
+    worker_ready,
+)
+from django import db
 from django.conf import settings
 from django.utils import timezone
 
@@ -20,7 +29,7 @@ from jeeves.queues import Queue
 from jeeves.redis import forget_channel_keys
 from knowledge import forgetting, services
 from knowledge.models import ChannelConfig, ChannelState, MessageReceipt
-from pipeline import claimcheck, debounce, window
+from pipeline import claimcheck, debounce, liveness, window
 
 logger = logging.getLogger(__name__)
 
@@ -33,13 +42,26 @@ def _accepting(channel_id: str, epoch: int, task: str) -> ChannelConfig | None:
     return None
 
 
-@shared_task(name="pipeline.tasks.classify_message", queue=Queue.CLASSIFY.value)
+# A backing service away (Postgres restarting, Redis failing over): the task is retried with exponential
+# backoff and jitter (1, 2, 4 … 30 s) instead of failing and being acknowledged. A classify retry keeps its
+# expiry, so text past its TTL is counted expired, never retried for ever; an extraction rolls back whole.
+BACKEND_RETRY = {
+    "autoretry_for": (db.OperationalError, db.InterfaceError, redis.ConnectionError, redis.TimeoutError),
+    "retry_backoff": 1,
+    "retry_backoff_max": 30,
+    "retry_jitter": True,
+    "max_retries": 12,
+}
+
+
+@shared_task(name="pipeline.tasks.classify_message", queue=Queue.CLASSIFY.value, **BACKEND_RETRY)
 def classify_message(
     channel_id: str,
     wire_msg_id: str,
     epoch: int,
     author_id: str | None = None,
     sent_at: str | None = None,
+    over_rate: bool = False,
 ) -> None:
     from pipeline import classify
 
@@ -64,7 +86,10 @@ def classify_message(
         if services.mark_expired(channel_id, wire_msg_id):
             logger.info("classify expired: channel=%s msg=%s", channel_id, wire_msg_id)
         return
-    classify.classify_message(channel, wire_msg_id, text)
+    if over_rate:
+        # Over its channel's rate at the bridge: classified by the offline engine (no model spend), counted.
+        services.bump_counter(channel_id, "classified_over_rate")
+    classify.classify_message(channel, wire_msg_id, text, offline_only=over_rate)
     # Discarded only once classified: a worker killed mid-task leaves the key for the redelivery.
     claimcheck.discard(key)
     if forgetting.tombstoned(channel_id, [wire_msg_id]):
@@ -72,7 +97,7 @@ def classify_message(
         forgetting.forget_message(channel_id, wire_msg_id)
 
 
-@shared_task(name="pipeline.tasks.extract_channel", queue=Queue.EXTRACT.value)
+@shared_task(name="pipeline.tasks.extract_channel", queue=Queue.EXTRACT.value, **BACKEND_RETRY)
 def extract_channel(channel_id: str, epoch: int) -> None:
     from pipeline import extract
 
@@ -106,7 +131,7 @@ def extract_channel(channel_id: str, epoch: int) -> None:
     )
 
 
-@shared_task(name="pipeline.tasks.embed_records", queue=Queue.EMBED.value)
+@shared_task(name="pipeline.tasks.embed_records", queue=Queue.EMBED.value, **BACKEND_RETRY)
 def embed_records(channel_id: str, epoch: int, records: list[list[str]]) -> None:
     from pipeline import embed
 
@@ -227,6 +252,64 @@ def raise_contradictions() -> None:
     contradictions.raise_due()
 
 
+@shared_task(name="pipeline.tasks.reconcile", queue=Queue.SUMMARISE.value)
+def reconcile() -> dict[str, int]:
+    """Published by the sweeper (pipeline/liveness.py) every few sweeps: messages the stack lost track of
+    (a Redis restarted empty, a whole node died with their tasks) are finished or counted, never left waiting.
+
+    - received, not classified, with its text gone (past its TTL, or Redis restarted empty): expired, counted;
+    - classified high-signal but in no channel's pending set (Redis lost it): extracted again when still
+      in the window, else counted as evicted unextracted;
+    - pending with no run scheduled or running: a run is requested.
+    Ids only; the receipts' transitions are the same guarded moves the tiers make, so nothing counts twice.
+    """
+    cfg = settings.JEEVES
+    now = timezone.now()
+    counts = {"expired": 0, "requeued_extract": 0, "evicted": 0}
+    # Tier 0 with its text gone can only mean expired or lost: the receipt and the text are written together
+    # (the text before the receipt commits), and a classify task moves the tier before it discards the text.
+    late = now - timedelta(seconds=cfg.clock_skew_s + 2 * cfg.task_lease_s)
+    for channel_id, wire_msg_id in MessageReceipt.objects.filter(
+        tier=0, outcome=MessageReceipt.Outcome.QUEUED, received_at__lt=late
+    ).values_list("channel_id", "wire_msg_id")[:1000]:
+        if claimcheck.claim(claimcheck.key_for(channel_id, wire_msg_id)) is None and services.mark_expired(
+            channel_id, wire_msg_id
+        ):
+            counts["expired"] += 1
+    stalled = now - timedelta(seconds=cfg.extract_debounce_s + 2 * cfg.task_lease_s + 10)
+    by_channel: dict[str, list[str]] = {}
+    for channel_id, wire_msg_id in MessageReceipt.objects.filter(
+        outcome=MessageReceipt.Outcome.PENDING_EXTRACT, received_at__lt=stalled
+    ).values_list("channel_id", "wire_msg_id")[:5000]:
+        by_channel.setdefault(channel_id, []).append(wire_msg_id)
+    for channel_id, ids in by_channel.items():
+        channel = ChannelConfig.objects.filter(
+            channel_id=channel_id, state=ChannelState.ACTIVE, left_at__isnull=True
+        ).first()
+        if channel is None:
+            continue
+        waiting = debounce.pending(channel_id)
+        in_window = {m.id for m in window.read(channel_id)}
+        lost = [i for i in ids if i not in waiting]
+        for wire_msg_id in lost:
+            if wire_msg_id in in_window:
+                debounce.note_classified(channel_id, wire_msg_id)
+                counts["requeued_extract"] += 1
+        gone = [i for i in lost if i not in in_window]
+        if gone:
+            evicted = MessageReceipt.objects.filter(
+                channel_id=channel_id, wire_msg_id__in=gone, outcome=MessageReceipt.Outcome.PENDING_EXTRACT
+            ).update(outcome=MessageReceipt.Outcome.EVICTED)
+            if evicted:
+                services.bump_counter(channel_id, "evicted_unextracted", evicted)
+                counts["evicted"] += evicted
+        if debounce.pending(channel_id):
+            debounce.request_extract(channel_id, channel.epoch)
+    if any(counts.values()):
+        logger.warning("reconciled: %s", counts)
+    return counts
+
+
 @task_revoked.connect
 def _count_expired(sender=None, request=None, expired: bool = False, **kwargs) -> None:
     """Celery dropped a task past its `expires`: count it (and mark its receipt) instead of losing it silently."""
@@ -268,6 +351,10 @@ def _preload(sender=None, instance=None, **kwargs) -> None:
     prefork = pool is not None and "prefork" in getattr(pool, "__module__", "")
     if _embeds and prefork and settings.JEEVES.slot("embed").model == LOCAL_MODEL:
         embedder.local_model()
+    if prefork and any(slot.model != LOCAL_MODEL for slot in settings.JEEVES.slots.values()):
+        # litellm takes seconds to import (17 s on a loaded 2-core machine): imported once here, a child
+        # forked after a crash answers its first task at once instead of while that task's TTL runs.
+        import litellm  # noqa: F401
 
 
 def _warm_up(**kwargs) -> None:
@@ -292,3 +379,30 @@ def _warm_up_solo(sender=None, **kwargs) -> None:
     pool = getattr(getattr(sender, "controller", None), "pool_cls", None)
     if pool is not None and "solo" in getattr(pool, "__module__", ""):
         _warm_up()
+
+
+# --------------------------------------------------------------------------- liveness (pipeline/liveness.py)
+
+
+@task_prerun.connect
+def _lease(task_id: str | None = None, **kwargs) -> None:
+    """A running task holds a lease: a worker that dies stops renewing it and the sweeper puts the task back."""
+    if task_id:
+        try:
+            liveness.hold_task(task_id)
+        except Exception as exc:  # Redis away: the task runs; at worst it is done twice (idempotent)
+            logger.warning("lease not taken (%s)", type(exc).__name__)
+
+
+@task_postrun.connect
+def _unlease(task_id: str | None = None, **kwargs) -> None:
+    if task_id:
+        try:
+            liveness.release_task(task_id)
+        except Exception as exc:
+            logger.warning("lease not released (%s); it lapses by itself", type(exc).__name__)
+
+
+@worker_ready.connect
+def _start_sweeper(**kwargs) -> None:
+    liveness.start_sweeper()

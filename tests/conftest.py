@@ -184,7 +184,9 @@ def service_env(redis_url: str, **extra: str) -> dict[str, str]:
 class WorkerProcess:
     """A `celery worker` subprocess; its log is kept so tests can assert on it."""
 
-    def __init__(self, queues: str, env: dict[str, str], pool: str = "solo", name: str = "test") -> None:
+    def __init__(
+        self, queues: str, env: dict[str, str], pool: str = "solo", name: str = "test", concurrency: int = 1
+    ) -> None:
         self.log_path = Path(tempfile.mkstemp(prefix="jeeves-worker-", suffix=".log")[1])
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
@@ -200,7 +202,7 @@ class WorkerProcess:
                 "--pool",
                 pool,
                 "--concurrency",
-                "1",
+                str(concurrency),
                 "--without-gossip",
                 "--without-mingle",
                 "--loglevel",

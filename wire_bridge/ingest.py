@@ -16,6 +16,7 @@ published at least once and classified once (the worker skips what is past tier 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 
@@ -23,7 +24,7 @@ from django.conf import settings
 from redis.client import Pipeline
 
 from jeeves.celery import app as celery_app
-from jeeves.queues import Queue
+from jeeves.queues import LOW_PRIORITY, Queue
 from jeeves.redis import get_redis
 from knowledge import channels, forgetting, services
 from knowledge.models import ChannelConfig, MessageReceipt
@@ -46,6 +47,31 @@ logger = logging.getLogger(__name__)
 
 SEEN_PREFIX = "jeeves:seen:"
 SEEN_TTL_S = 24 * 3600
+# Events may arrive out of order. A conversation Wire deleted is gone for good: its tombstone (under this id,
+# which no Wire message id takes) makes a late `app_added` a no-op. A `user_joined` for a conversation not yet
+# known waits here (member ids and names, an hour) for the `app_added` that will introduce it.
+CONVERSATION_DELETED = "#conversation-deleted"
+# Fairness: a token bucket per channel (JEEVES_CHANNEL_RATE messages/s, JEEVES_CHANNEL_BURST), on Redis' clock.
+BUCKET_PREFIX = "jeeves:bucket:"
+_TOKEN_BUCKET = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
+local held = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(held[1]) or burst
+local at = tonumber(held[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
+local allowed = 0
+if tokens >= 1 then
+  tokens = tokens - 1
+  allowed = 1
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('EXPIRE', KEYS[1], math.ceil(burst / rate) + 60)
+return allowed
+"""
+EARLY_JOINS_PREFIX = "jeeves:early-joins:"
+EARLY_JOINS_TTL_S = 3600
 
 
 def handle(event: Event) -> str:
@@ -95,7 +121,14 @@ def _admit(event: TextMessage) -> str:
             return outcome
         # Still under the channel's share lock: a secure flush cannot run between these and the check.
         # A retry after a failed publish pushes the message again; window.read keeps one entry per id.
-        # Window and claim check in one Redis round trip.
+        # Fairness first (its answer sets the publish's priority): the channel's token bucket, on Redis' clock.
+        cfg = settings.JEEVES
+        within_rate = 1
+        if cfg.channel_rate > 0:
+            within_rate = get_redis().eval(
+                _TOKEN_BUCKET, 1, f"{BUCKET_PREFIX}{cid}", cfg.channel_rate, cfg.channel_burst
+            )
+        # Window, claim check and the publish in one Redis round trip.
         pipe = get_redis().pipeline(transaction=False)
         window.push(
             cid,
@@ -110,7 +143,7 @@ def _admit(event: TextMessage) -> str:
             pipe,
         )
         claimcheck.park(cid, event.message_id, event.text, pipe)
-        _publish_classify(event, epoch, pipe)  # executes the pipeline, the publish on it when it can be
+        _publish_classify(event, epoch, pipe, over_rate=not within_rate)  # executes the pipeline (and the publish)
         return "queued"
 
 
@@ -145,10 +178,15 @@ def _joins_pipeline(producer: object) -> bool:
     )
 
 
-def _publish_classify(event: TextMessage, epoch: int, pipe: Pipeline) -> None:
+def _publish_classify(event: TextMessage, epoch: int, pipe: Pipeline, over_rate: bool = False) -> None:
     """Publish Tier 1 for an admitted message, before its receipt commits (see the module's docstring),
     and execute `pipe`: the publish's LPUSH goes last on it when it can (`_OnPipeline`), else the
     publish follows the pipeline. Either way the text is parked before a worker can see the task.
+
+    A message over its channel's rate is still published, at the lowest priority (Redis serves the other
+    channels' messages first) and marked for the offline classifier (no model spend): a flooding channel
+    delays itself, not the others. The expiry allows for the clocks' tolerated skew (JEEVES_CLOCK_SKEW_S);
+    the text's own TTL, on Redis' clock, stays JEEVES_QUEUE_TTL_S.
 
     The task carries the receipt's fields (ids and a timestamp, never text) so that the worker can
     write the receipt when the web process died before committing it.
@@ -160,9 +198,14 @@ def _publish_classify(event: TextMessage, epoch: int, pipe: Pipeline) -> None:
         "author_id": event.sender.qualified,
         "sent_at": event.timestamp.isoformat(),
     }
+    options = {}
+    if over_rate:
+        kwargs["over_rate"] = True
+        options["priority"] = LOW_PRIORITY
+    cfg = settings.JEEVES
     # The arguments' representation (what Flower shows) is given: ids only, and Celery's own saferepr of
     # them cost about half of the publish's CPU on this hot path.
-    options = {"kwargs": kwargs, "expires": settings.JEEVES.queue_ttl_s, "argsrepr": "()", "kwargsrepr": repr(kwargs)}
+    options.update(kwargs=kwargs, expires=cfg.queue_ttl_s + cfg.clock_skew_s, argsrepr="()", kwargsrepr=repr(kwargs))
     with celery_app.producer_or_acquire() as producer:
         if not _joins_pipeline(producer):
             pipe.execute()
@@ -260,6 +303,8 @@ def _cache_member(m: Member) -> members.Member:
 
 def handle_app_added(event: AppAdded) -> str:
     cid = event.channel_id
+    if forgetting.tombstoned(cid, [CONVERSATION_DELETED]):
+        return "ignored"  # its conversation_deleted overtook it: the conversation is gone
     channels.ensure_channel(
         cid,
         organisation_id=event.conversation.domain,
@@ -270,6 +315,7 @@ def handle_app_added(event: AppAdded) -> str:
         rejoin=True,
     )
     members.replace_all(cid, [_cache_member(m) for m in event.members])
+    _apply_early_joins(cid, event.bot_id)
     if event.transport == "roman":
         # Roman names only the requester and no conversation type; its REST API's member list (off the
         # request path) fills the cache and settles the type.
@@ -281,11 +327,30 @@ def handle_app_added(event: AppAdded) -> str:
 def handle_user_joined(event: UserJoined) -> str:
     cid = event.channel_id
     if channels.get_channel(cid) is None:
-        return "ignored"
+        # It overtook the app_added introducing the conversation: kept for it, so the end state is the same.
+        pipe = get_redis().pipeline()
+        for m in event.members:
+            pipe.rpush(f"{EARLY_JOINS_PREFIX}{cid}", json.dumps(dataclasses.asdict(_cache_member(m))))
+        pipe.expire(f"{EARLY_JOINS_PREFIX}{cid}", EARLY_JOINS_TTL_S)
+        pipe.execute()
+        return "members"
     members.add(cid, [_cache_member(m) for m in event.members])
     if any(m.user.qualified != event.bot_id for m in event.members):
         channels.members_joined(cid)
     return "members"
+
+
+def _apply_early_joins(channel_id: str, bot_id: str | None) -> None:
+    key = f"{EARLY_JOINS_PREFIX}{channel_id}"
+    pipe = get_redis().pipeline()
+    pipe.lrange(key, 0, -1)
+    pipe.delete(key)
+    raw, _ = pipe.execute()
+    joined = [members.Member(**json.loads(r)) for r in raw]
+    if joined:
+        members.add(channel_id, joined)
+        if any(m.user_id != bot_id for m in joined):
+            channels.members_joined(channel_id)
 
 
 def handle_user_left(event: UserLeft) -> str:
@@ -299,6 +364,7 @@ def handle_user_left(event: UserLeft) -> str:
 
 
 def handle_conversation_deleted(event: ConversationDeleted) -> str:
+    forgetting.tombstone(event.channel_id, CONVERSATION_DELETED)
     _leave(event.channel_id)
     return "left"
 

@@ -35,6 +35,10 @@ CONTEXT_EMPTY = (
 
 DISMISSED = "Very good. I shall let the matter rest."
 EMPTY = 'At your service. Should you wish to know what I can do, simply say "@{handle} help".'
+TOO_MANY_QUESTIONS = (
+    "You have kept me rather busy this past minute. Might I trouble you to ask again in a moment? "
+    "I shall be glad to attend to it then."
+)
 EXPIRED = "I'm afraid your request slipped away before I could attend to it. Might I trouble you to ask once more?"
 BUTTON_LAPSED = "I'm afraid that choice has lapsed. Shall I be asked afresh?"
 BUTTON_UNKNOWN = "I'm afraid I do not recognise that choice."

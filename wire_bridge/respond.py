@@ -89,10 +89,29 @@ def reply_to_command(channel_id: str, wire_msg_id: str, user_id: str, kind: str,
     claimcheck.discard(key)
 
 
+QUESTIONS_PREFIX = "jeeves:questions:"
+
+
+def _question_allowed(user_id: str) -> bool:
+    """At most JEEVES_QUESTIONS_PER_MINUTE questions per person per minute (each may call a model), across
+    channels; a fixed one-minute window on Redis' clock."""
+    limit = settings.JEEVES.questions_per_minute
+    if limit <= 0:
+        return True
+    key = f"{QUESTIONS_PREFIX}{user_id}"
+    pipe = get_redis().pipeline()
+    pipe.incr(key)
+    pipe.expire(key, 60, nx=True)
+    count, _ = pipe.execute()
+    return int(count) <= limit
+
+
 def build_reply(channel_id: str, user_id: str, wire_msg_id: str, command: Command, mentioned: list[str]) -> Reply:
     handle = settings.JEEVES.wire_handle
     match command.kind:
         case Kind.QUESTION:
+            if not _question_allowed(user_id):
+                return Reply(replies.TOO_MANY_QUESTIONS, reply_to=wire_msg_id)
             answer = knowledge_commands.answer_question(channel_id, user_id, command.argument)
             return Reply(answer, reply_to=wire_msg_id)
         case Kind.STATUS:

@@ -192,10 +192,11 @@ def _busy(channel_id: str) -> int:
 
 
 def _queues_empty() -> bool:
+    from jeeves.queues import queue_lists
     from jeeves.redis import get_redis
 
     client = get_redis()
-    return all(client.llen(q) == 0 for q in _QUEUES)
+    return all(client.llen(name) == 0 for q in _QUEUES for name in queue_lists(q))
 
 
 # --------------------------------------------------------------------------- what was extracted

@@ -23,7 +23,8 @@ from typing import Any
 @dataclass
 class Behaviour:
     """One scripted answer: `json` (an object sent as the message content), `content` (raw text),
-    `status` (an HTTP error), and/or `delay_s` (sleep first, e.g. beyond the client's timeout);
+    `status` (an HTTP error, with `headers` such as Retry-After), and/or `delay_s` (sleep first, e.g.
+    beyond the client's timeout);
     `reply` computes the answer object from the request body (and may act meanwhile, as the world
     does while a real model thinks)."""
 
@@ -32,6 +33,7 @@ class Behaviour:
     status: int = 200
     delay_s: float = 0.0
     reply: Callable[[dict], Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)  # e.g. Retry-After on a 429
 
 
 def answer(obj: Any) -> Behaviour:
@@ -148,7 +150,12 @@ class FakeOpenAI:
             kind = {429: "rate_limit_exceeded", 503: "service_unavailable", 404: "model_not_found"}.get(
                 behaviour.status, "error"
             )
-            self._send(handler, behaviour.status, {"error": {"message": f"scripted {behaviour.status}", "type": kind}})
+            self._send(
+                handler,
+                behaviour.status,
+                {"error": {"message": f"scripted {behaviour.status}", "type": kind}},
+                behaviour.headers,
+            )
             return
         if behaviour.reply is not None:
             content = json.dumps(behaviour.reply(body))
@@ -174,10 +181,12 @@ class FakeOpenAI:
         return [((digest[i % len(digest)] / 255.0) - 0.5) for i in range(self.embed_dims)]
 
     @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict) -> None:
+    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict, headers: dict | None = None) -> None:
         raw_body = json.dumps(payload).encode()
         try:
             handler.send_response(status)
+            for name, value in (headers or {}).items():
+                handler.send_header(name, value)
             handler.send_header("Content-Type", "application/json")
             handler.send_header("Content-Length", str(len(raw_body)))
             handler.end_headers()

@@ -53,3 +53,19 @@ def test_metrics_answer_200_with_redis_down_depths_nan_and_up_zero(client, setti
 
     up = _families(client.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode())
     assert [s.value for s in up["jeeves_redis_up"]] == [1.0]
+
+
+def test_metrics_report_clock_offsets_and_tasks_put_back(client, settings, redis_client):
+    """Each worker's sweeper records its clock's offset to Redis'; /metrics exports them, the web's own, and
+    how many tasks sweepers put back; a process over JEEVES_CLOCK_SKEW_S is logged."""
+    from pipeline import liveness
+
+    offset = liveness.measure_clock()
+    assert abs(offset) < 1  # this process and the test Redis share a clock
+    with override_settings(JEEVES=dataclasses.replace(settings.JEEVES, metrics_token="")):
+        body = client.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
+    families = _families(body)
+    processes = {s.labels["process"] for s in families["jeeves_clock_offset_seconds"]}
+    assert "web" in processes and len(processes) >= 2  # the web's, and this process's recorded one
+    assert "jeeves_tasks_put_back" in families
+    redis_client.delete(liveness.CLOCKS)

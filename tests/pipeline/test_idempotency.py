@@ -90,6 +90,8 @@ def test_a_worker_killed_mid_extraction_redelivers_without_duplicates(redis_url,
         JEEVES_MODEL_EXTRACT="extract-model",
         JEEVES_LLM_TIMEOUT_MS="60000",
         JEEVES_WIRE_APP_ID=BOT,
+        JEEVES_TASK_LEASE_S="6",
+        JEEVES_EXTRACT_DEBOUNCE_S="1",
     )
     worker = WorkerProcess("extract,embed", env, pool="prefork", name="killme")
     channel = None
@@ -101,8 +103,8 @@ def test_a_worker_killed_mid_extraction_redelivers_without_duplicates(redis_url,
         os.kill(child, signal.SIGKILL)  # mid-task: the model call is in flight, nothing written yet
         assert _counts(channel)[:3] == (0, 0, 0)
         # The parent rejects the lost task (acks_late + reject_on_worker_lost): a new child redelivers it.
-        # The run's lock is still held by the dead run; the redelivery retries after the debounce.
-        redis_client.delete(f"jeeves:extract:running:{channel.channel_id}")
+        # The dead run's channel lock is a lease nobody renews now: it lapses within JEEVES_TASK_LEASE_S
+        # and the redelivery, retrying after each debounce meanwhile, takes it. The test deletes no lock.
         wait_for(lambda: _counts(channel) == (1, 1, 1, 2), timeout=120)
         assert len(fake.calls("extract-model")) == 2
         assert not MessageReceipt.objects.filter(channel_id=channel.channel_id, outcome="pending_extract").exists()

@@ -85,7 +85,8 @@ def test_text_is_received_windowed_parked_and_classified(client, channel, publis
 
 def test_window_claim_check_and_publish_travel_in_one_redis_round_trip(client, channel, published, monkeypatch):
     """The classify task's LPUSH joins the pipeline of the window push and the claim check (after them, so
-    a worker never sees a task whose text is not parked yet): one Redis round trip per message."""
+    a worker never sees a task whose text is not parked yet): one Redis round trip per message, two with the
+    per-channel token bucket."""
     from redis.connection import AbstractConnection
 
     from wire_bridge import ingest
@@ -99,11 +100,16 @@ def test_window_claim_check_and_publish_travel_in_one_redis_round_trip(client, c
         return real(self, command, *args, **kwargs)
 
     monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
-    assert say(client, channel, "m1", "shall we retry three times").json() == {"status": "queued"}
-    monkeypatch.undo()
+    with override_settings(JEEVES=wire_config(channel_rate=0)):  # no per-channel bucket
+        assert say(client, channel, "m1", "shall we retry three times").json() == {"status": "queued"}
     assert len(sent) == 1
-    assert [t["wire_msg_id"] for t in classify_tasks(published)] == ["m0", "m1"]
-    assert [m.id for m in window.read(channel)] == ["m0", "m1"]
+    # With the bucket (the default) its EVAL goes first, on a round trip of its own: its answer sets the
+    # publish's priority.
+    assert say(client, channel, "m1b", "and once more with the bucket").json() == {"status": "queued"}
+    monkeypatch.undo()
+    assert len(sent) == 3
+    assert [t["wire_msg_id"] for t in classify_tasks(published)] == ["m0", "m1", "m1b"]
+    assert [m.id for m in window.read(channel)] == ["m0", "m1", "m1b"]
     assert claimcheck.claim(claimcheck.key_for(channel, "m1")) == "shall we retry three times"
 
     # Where the producer cannot join the pipeline (an older kombu, another broker), the publish follows it.
@@ -157,8 +163,8 @@ def test_a_bridge_that_dies_after_the_publish_leaves_the_receipt_to_the_worker(c
 
     real = ingest._publish_classify
 
-    def publish_then_die(event, epoch, pipe):
-        real(event, epoch, pipe)
+    def publish_then_die(event, epoch, pipe, **kwargs):
+        real(event, epoch, pipe, **kwargs)
         raise SystemError("the web process died before the commit")
 
     monkeypatch.setattr(ingest, "_publish_classify", publish_then_die)

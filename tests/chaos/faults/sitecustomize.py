@@ -1,0 +1,29 @@
+"""Fault injection for the chaos suite's web process (on its PYTHONPATH only, never Jeeves' own code).
+
+JEEVES_CHAOS_PUBLISH_FAULT=refuse:N — every Nth publish of a classify task raises, as a broker refusing it;
+JEEVES_CHAOS_PUBLISH_FAULT=die:N    — every Nth publish goes through, then the process dies at once (before
+                                      the receipt's commit), as a web host losing power at the worst moment.
+"""
+
+import os
+
+_SPEC = os.environ.get("JEEVES_CHAOS_PUBLISH_FAULT", "")
+if _SPEC:
+    import kombu.messaging
+
+    _mode, _, _every = _SPEC.partition(":")
+    _count = {"n": 0}
+    _real = kombu.messaging.Producer.publish
+
+    def _publish(self, body, routing_key=None, *args, **kwargs):
+        if routing_key == "classify":
+            _count["n"] += 1
+            if _count["n"] % int(_every) == 0:
+                if _mode == "refuse":
+                    raise ConnectionError("chaos: the broker refused the publish")
+                result = _real(self, body, routing_key, *args, **kwargs)
+                os._exit(1)
+                return result
+        return _real(self, body, routing_key, *args, **kwargs)
+
+    kombu.messaging.Producer.publish = _publish
