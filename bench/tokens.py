@@ -1,7 +1,7 @@
 """Model tokens: the debounced burst extraction against the naive scheme, and the size of an answer's context.
 
     python bench/tokens.py            # every dev conversation (a few minutes)
-    python bench/tokens.py --quick    # a smoke run (CI): two conversations
+    python bench/tokens.py --quick    # a smoke run (CI): one conversation
 
 Extraction. The dev conversations are replayed through the real stack — its own gunicorn, classify and
 extract workers, embedded Postgres and Valkey — with the extract slot pointed at the fake OpenAI-compatible
@@ -292,12 +292,12 @@ def report(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: two conversations")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: one conversation")
     parser.add_argument("--conversations", type=int, default=0, help="dev conversations (default: all)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for one channel's pipeline")
     args = parser.parse_args()
     if args.quick:
-        args.conversations = args.conversations or 2
+        args.conversations = args.conversations or 1
     convs = conversations(args.conversations)
     from tests.fakes.openai_server import FakeOpenAI, answer
 

@@ -145,8 +145,10 @@ def retrieve(
     now = now or timezone.now()
     timings: dict[str, float] = {}
     t = time.perf_counter()
+    deferred: list[Callable[[], None]] = []  # the offline plan's accounting row, written beside the paths
     if plan is None:
-        plan = analyse(question, cached_plan_context(scope, now, cfg.plan_context_ttl_s), channel_id=scope.channel_id)
+        ctx = cached_plan_context(scope, now, cfg.plan_context_ttl_s)
+        plan = analyse(question, ctx, channel_id=scope.channel_id, deferred=deferred)
     timings["plan"] = _ms(t)
 
     t = time.perf_counter()
@@ -162,13 +164,12 @@ def retrieve(
         "graph": lambda: paths.graph(plan, scope, cfg, hydrator.fetch),
         "summary": lambda: paths.summary(plan, scope, cfg, hydrator.fetch),
     }
-    done = parallel.run(
-        {name: run for name, run in runners.items() if name in plan.paths},
-        threads=cfg.path_threads,
-        prepare=lambda: paths.configure_session(cfg),
-    )
-    hits = {name: found for name, (found, _ms_taken) in done.items()}
-    path_ms = {name: ms for name, (_found, ms) in done.items()}
+    jobs: dict[str, Callable[[], Any]] = {name: run for name, run in runners.items() if name in plan.paths}
+    jobs.update({f"_deferred{i}": job for i, job in enumerate(deferred)})
+    # The accounting row goes last: it takes the first thread a path leaves (usually the quick structured one).
+    done = parallel.run(jobs, threads=cfg.path_threads, prepare=lambda: paths.configure_session(cfg))
+    hits = {name: found for name, (found, _ms_taken) in done.items() if name in runners}
+    path_ms = {name: ms for name, (_found, ms) in done.items() if name in runners}
     records = hydrator.records
     timings["paths"] = _ms(t)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
@@ -261,11 +263,41 @@ PLAN_PROMPT = """You plan a search of a team's records for one question. Reply w
 Today is {today}. KNOWN ENTITIES: {entities}"""
 
 
-def analyse(question: str, ctx: PlanContext, *, channel_id: str | None = None) -> QueryPlan:
-    """The plan from slot `query_analyse`: a model when one is configured, else (or on failure) offline."""
+def record_offline_plan(channel_id: str | None, latency_ms: int) -> None:
+    """The offline plan's `llm_calls` row. It need not wait for a WAL flush (5-10 ms): a crash can lose
+    only that accounting row."""
+    from knowledge.services import record_llm_call
+
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute("SELECT set_config('synchronous_commit', 'off', true)")
+        record_llm_call(
+            slot="query_analyse", model=LOCAL_MODEL, outcome="ok", latency_ms=latency_ms, channel_id=channel_id
+        )
+
+
+def analyse(
+    question: str,
+    ctx: PlanContext,
+    *,
+    channel_id: str | None = None,
+    deferred: list[Callable[[], None]] | None = None,
+) -> QueryPlan:
+    """The plan from slot `query_analyse`: a model when one is configured, else (or on failure) offline.
+
+    With the offline engine and `deferred`, the plan's `llm_calls` row is not written here: a callable
+    that writes it is appended, for the caller to run beside the paths, off the question's critical path.
+    """
     from pipeline import llm
 
+    started = time.monotonic()
     offline = offline_plan(question, ctx)
+    if settings.JEEVES.slot("query_analyse").model == LOCAL_MODEL:
+        latency_ms = int((time.monotonic() - started) * 1000)
+        if deferred is None:
+            record_offline_plan(channel_id, latency_ms)
+        else:
+            deferred.append(lambda: record_offline_plan(channel_id, latency_ms))
+        return offline
     names = ", ".join(sorted(set(ctx.entity_names.values()))[:80]) or "none"
     messages = [
         {
@@ -275,16 +307,8 @@ def analyse(question: str, ctx: PlanContext, *, channel_id: str | None = None) -
         {"role": "user", "content": question},
     ]
     try:
-        if settings.JEEVES.slot("query_analyse").model == LOCAL_MODEL:
-            # The offline plan takes ~0.1 ms; its llm_calls row need not wait for a WAL flush (5-10 ms,
-            # most of the planning time): a crash can lose only that accounting row. Never done around
-            # a real model call, which must not hold a transaction open.
-            with transaction.atomic(), connection.cursor() as cur:
-                cur.execute("SELECT set_config('synchronous_commit', 'off', true)")
-                plan = llm.structured("query_analyse", messages, QueryPlan, lambda: offline, channel_id=channel_id)
-        else:
-            plan = llm.structured("query_analyse", messages, QueryPlan, lambda: offline, channel_id=channel_id)
-        plan = plan.value
+        # Never inside a transaction: a real model call must not hold one open.
+        plan = llm.structured("query_analyse", messages, QueryPlan, lambda: offline, channel_id=channel_id).value
     except llm.SlotFailure:
         logger.warning("query_analyse: no valid plan from the model; using the offline plan")
         return offline

@@ -84,3 +84,20 @@ def test_paths_run_on_connections_of_their_own(channel_world):
     assert mine not in pids
     parallel.close()
     assert parallel._connections == []
+
+
+def test_the_offline_plans_accounting_row_is_written_beside_the_paths(channel_world):
+    """The offline plan's llm_calls row is written on a pool thread beside the paths (off the question's
+    critical path), by the time the step returns, side by side and one after another alike."""
+    from knowledge.models import LlmCall
+
+    ch, _other, alice = channel_world
+    scope = RetrievalScope.for_asker(ch.channel_id, alice)
+    cfg = RetrievalConfig.from_settings()
+    rows = LlmCall.objects.filter(slot="query_analyse", model="local", outcome="ok", channel_id=ch.channel_id)
+    found = retrieve("What is blocking the release-train?", scope, cfg)
+    assert rows.count() == 1
+    assert not any(name.startswith("_") for name in found.path_ms)  # the row's job is not a path
+    with transaction.atomic():
+        retrieve("What is blocking the release-train?", scope, cfg)
+    assert rows.count() == 2
