@@ -28,7 +28,7 @@ class RetrievalConfig:
     # fused score scaled to 0..1; below answer_min_relevance for the best record the answer is "no record".
     lexical_weight: float = 1.0
     fusion_weight: float = 0.1
-    answer_min_relevance: float = 0.7
+    answer_min_relevance: float = 0.65  # calibrated on evalsets/train (bench/retrieval_qa.py --calibrate)
     # An answer cites the best record and those within cite_margin of its relevance (at most three).
     cite_margin: float = 0.15
     hnsw_ef_search: int = 40
