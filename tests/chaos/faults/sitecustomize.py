@@ -1,4 +1,4 @@
-"""Fault injection for the chaos suite's web process (on its PYTHONPATH only, never Jeeves' own code).
+"""Fault injection for the chaos suite's processes (on their PYTHONPATH only, never Jeeves' own code).
 
 JEEVES_CHAOS_PUBLISH_FAULT=refuse:N — every Nth publish of a classify task raises, as a broker refusing it;
 JEEVES_CHAOS_PUBLISH_FAULT=die:N    — every Nth publish goes through, then the process dies at once (before
@@ -27,3 +27,13 @@ if _SPEC:
         return _real(self, body, routing_key, *args, **kwargs)
 
     kombu.messaging.Producer.publish = _publish
+
+# JEEVES_CHAOS_CLOCK_SHIFT_S=S — this process's clock runs S seconds ahead of everyone else's (time-machine
+# moves the C-level clock too), as a host whose NTP has drifted.
+_SHIFT = os.environ.get("JEEVES_CHAOS_CLOCK_SHIFT_S", "")
+if _SHIFT:
+    import time
+
+    import time_machine
+
+    time_machine.travel(time.time() + float(_SHIFT), tick=True).start()
