@@ -16,8 +16,9 @@ from tests.chaos import harness
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+# Not in the default run: on a loaded CI machine the pipeline did not settle within 240 s after the restart
+# (CI verify run, 1 December: 25 of 36 still waiting; 61 s on a quieter machine). Run with `-m chaos`.
 @pytest.mark.chaos
-@pytest.mark.quick
 def test_a_redis_restart_answers_503_while_away_and_every_message_is_recorded_or_counted(chaos_redis, record_row):
     private = chaos_redis
     fake = harness.provider()
