@@ -136,25 +136,25 @@ def load(n_channels: int, n_records: int, n_embeddings: int, seed: int = SEED) -
         sources: list[tuple[str, uuid.UUID, str, str, str, datetime]] = []
         per_kind = n_records // 2
         with cur.copy("COPY decisions (id, friendly_id, channel_id, organisation_id, summary, decided_by, "
-                      "decided_at, tags, source_ref, source_key) FROM STDIN") as cp:  # fmt: skip
+                      "decided_at, tags, source_ref, source_key, restatement) FROM STDIN") as cp:  # fmt: skip
             for n in range(per_kind):
                 cid, org = channels[n % n_channels]
                 at = now - timedelta(days=rnd.random() * 365)
                 rid, who = uuid.uuid4(), rnd.choice(users[org])
                 cp.write_row((rid, f"DEC-{n // n_channels + 1:04d}", cid, org, text(), "{" + who + "}", at,
-                              "{" + rnd.choice(WORDS) + "}", ref(at, n), f"d{n}"))  # fmt: skip
+                              "{" + rnd.choice(WORDS) + "}", ref(at, n), f"d{n}", "{}"))  # fmt: skip
                 sources.append(("decision", rid, cid, org, who, at))
         with cur.copy("COPY actions (id, friendly_id, channel_id, organisation_id, description, owner_id, "
-                      "owner_name, tags, source_ref, source_key, status) FROM STDIN") as cp:  # fmt: skip
+                      "owner_name, tags, source_ref, source_key, status, restatement) FROM STDIN") as cp:  # fmt: skip
             for n in range(per_kind):
                 cid, org = channels[n % n_channels]
                 at = now - timedelta(days=rnd.random() * 365)
                 rid, who = uuid.uuid4(), rnd.choice(users[org])
                 cp.write_row((rid, f"ACT-{n // n_channels + 1:04d}", cid, org, text(), who, f"Person {n % 200}",
-                              "{}", ref(at, n), f"a{n}", rnd.choice(["open", "done"])))  # fmt: skip
+                              "{}", ref(at, n), f"a{n}", rnd.choice(["open", "done"]), "{}"))  # fmt: skip
                 sources.append(("action", rid, cid, org, who, at))
         n_signals = max(0, n_embeddings - len(sources))
-        signal_cols = "participants, tags, related_entities, occurred_at, source_ref, source_key"
+        signal_cols = "participants, tags, related_entities, occurred_at, source_ref, source_key, restatement"
         with cur.copy("COPY conversation_signals (id, channel_id, organisation_id, signal_type, summary, "
                       f"{signal_cols}) FROM STDIN") as cp:  # fmt: skip
             for n in range(n_signals):
@@ -162,7 +162,7 @@ def load(n_channels: int, n_records: int, n_embeddings: int, seed: int = SEED) -
                 at = now - timedelta(days=rnd.random() * 365)
                 rid, who = uuid.uuid4(), rnd.choice(users[org])
                 cp.write_row((rid, cid, org, "discussion", text(), "{" + who + "}", "{}", "{}", at, ref(at, n),
-                              f"s{n}"))  # fmt: skip
+                              f"s{n}", "{}"))  # fmt: skip
                 sources.append(("signal", rid, cid, org, who, at))
         with cur.copy("COPY entities (id, channel_id, channel_ids, organisation_id, entity_type, name, "
                       "normalised_name, aliases) FROM STDIN") as cp:  # fmt: skip
