@@ -4,6 +4,7 @@
     python bench/retrieval_qa.py --offline [PATH]  # own database, offline-extracted records seeded
     python bench/retrieval_qa.py [PATH]          # the configured database, after `jeeves replay PATH`
     python bench/retrieval_qa.py --quick         # a smoke run (CI): --gold over the first three conversations
+    python bench/retrieval_qa.py --offline evalsets/train --fit  # fit the relevance model (retrieval.learn)
 
 PATH defaults to evalsets/dev. With --gold the gold decisions, actions, entities and
 relationships (synthesised restatements, source_ref = the gold evidence ids) are written into a
@@ -215,55 +216,24 @@ def seed_offline(conv: dict, entities: dict) -> None:
         )  # fmt: skip
 
 
-def calibrate(convs: dict) -> None:
-    """Every question asked with the gate open, the best candidate's relevance kept; then each gate is
-    scored as if it had been set: an answerable question is right when its expected record is among
-    the first five cited and the best relevance reaches the gate, a no-record question when it does not."""
+def fit(convs: dict, path: Path, dump: str | None) -> None:
+    """Fit the relevance model on PATH's questions (train) and write retrieval/artefacts/relevance.json."""
     import dataclasses
+    from datetime import date
 
-    from retrieval import ask as ask_module
-    from retrieval import evaluation
-    from retrieval.config import RetrievalConfig
-    from retrieval.relevance import citable, is_filter, relevance
+    from retrieval import learn, relevance
 
-    seen: list[float] = []
-    settled = ask_module.settled
-    from_settings = RetrievalConfig.from_settings
-
-    def open_gate(plan, ranked, *, lexical_weight, min_relevance):
-        candidates = [r for r in ranked if citable(r)]
-        best = max((relevance(r, lexical_weight) for r in candidates), default=0.0)
-        seen.append(float("inf") if (candidates and is_filter(plan)) else best)
-        return settled(plan, ranked, lexical_weight=lexical_weight, min_relevance=-1.0)
-
-    ask_module.settled = open_gate
-    RetrievalConfig.from_settings = classmethod(
-        lambda cls: dataclasses.replace(from_settings(), answer_min_relevance=-1)
-    )
-    try:
-        rows = []
-        for conv in convs.values():
-            before = len(seen)
-            for row in evaluation.score_conversation(conv):
-                rows.append(row)
-            assert len(seen) - before == len(conv["gold"]["questions"])
-    finally:
-        ask_module.settled = settled
-        RetrievalConfig.from_settings = from_settings
-    best = None
-    answerable = [(r, s) for r, s in zip(rows, seen, strict=True) if not r["no_record"]]
-    none = [(r, s) for r, s in zip(rows, seen, strict=True) if r["no_record"]]
-    print(f"{len(answerable)} answerable, {len(none)} no-record questions")
-    print("gate   top-5   no-record   balanced")
-    for step in range(30, 121, 5):
-        gate = step / 100
-        top5 = sum(r["ok"] and s >= gate for r, s in answerable) / max(1, len(answerable))
-        right = sum(s < gate for _, s in none) / max(1, len(none))
-        balanced = (top5 + right) / 2
-        print(f"{gate:.2f}  {top5:6.1%}  {right:9.1%}  {balanced:9.1%}")
-        if best is None or balanced > best[1]:
-            best = (gate, balanced)
-    print(f"best gate {best[0]:.2f} (balanced {best[1]:.1%})")
+    questions = [q for conv in convs.values() for q in learn.collect(conv)]
+    if dump:  # the candidates and their features, to study the model without asking again
+        Path(dump).write_text(json.dumps([dataclasses.asdict(q) for q in questions]), encoding="utf-8")
+        print(f"wrote {len(questions)} questions' candidates to {dump}")
+        return
+    scorer, report = learn.fit(questions)
+    about = {"fitted_on": path.name, "date": date.today().isoformat(), "seed": learn.SEED, **report}
+    relevance.ARTEFACT.parent.mkdir(exist_ok=True)
+    relevance.ARTEFACT.write_text(json.dumps(scorer.to_json(**about), indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(about, indent=1))
+    print(f"gate {scorer.gate}, margin {scorer.margin}; wrote {relevance.ARTEFACT.relative_to(ROOT)}")
 
 
 def main() -> None:
@@ -275,11 +245,12 @@ def main() -> None:
     parser.add_argument("--show", action="store_true", help="print every question with its answer")
     parser.add_argument("--quick", action="store_true", help="a smoke run: --gold, the first three conversations")
     parser.add_argument(
-        "--calibrate",
+        "--fit",
         action="store_true",
-        help="ask with the no-record gate open, then sweep it: the gate that answers most questions right "
-        "(answerable in the top five and no-record, weighted alike) on PATH (run it on evalsets/train)",
+        help="fit the relevance model (which records answer, the no-record gate, the citing margin) on PATH's "
+        "questions and write retrieval/artefacts/relevance.json (run it on evalsets/train with --offline)",
     )
+    parser.add_argument("--dump", metavar="FILE", help="with --fit: write the candidates' features to FILE instead")
     args = parser.parse_args()
     path = Path(args.path)
     files = sorted(path.glob("conv-*.json")) if path.is_dir() else [path]
@@ -314,8 +285,8 @@ def main() -> None:
             entities: dict = {}
             for conv in convs.values():
                 (seed_offline if args.offline else seed_gold)(conv, entities)
-        if args.calibrate:
-            calibrate(convs)
+        if args.fit:
+            fit(convs, path, args.dump)
             return
         rows = [row for conv in convs.values() for row in evaluation.score_conversation(conv)]
         probes = evaluation.score_probes(evaluation.load_probes(path, convs), convs)

@@ -244,7 +244,7 @@ def answer_contexts(env: dict[str, str], convs: list[dict]) -> tuple[list[int], 
 
     from retrieval.answer import NO_RECORD
     from retrieval.ask import ask
-    from retrieval.evaluation import _asker
+    from retrieval.evaluation import asker
     from tests.fakes.openai_server import answer, serving
 
     with connection.cursor() as cur:
@@ -263,7 +263,7 @@ def answer_contexts(env: dict[str, str], convs: list[dict]) -> tuple[list[int], 
         fake.default(RESPOND_MODEL, answer({"answer": NO_RECORD, "cited": []}))
         for conv in convs:
             for q in conv["gold"]["questions"]:
-                ask(conv["channel"]["id"], _asker(conv), q["q"])
+                ask(conv["channel"]["id"], asker(conv), q["q"])
                 asked += 1
         sizes = [tokens(r.body["messages"]) for r in fake.calls(RESPOND_MODEL)]
     return sizes, asked

@@ -21,12 +21,14 @@ def refuse_unsafe_start(service: str) -> None:
 def require_offline_engine(service: str) -> None:
     """A worker does not start without the offline engine's learned artefacts, or with stale ones:
     the offline engine is the default and every slot's fallback, so a worker without it would fail
-    every message later instead of once, loudly, now."""
+    every message later instead of once, loudly, now. The answer step's relevance model likewise."""
     from pipeline.offline import artefacts, contradiction, model
+    from retrieval import relevance
 
     try:
         model.load()
         contradiction.model()
+        relevance.load()
     except artefacts.ArtefactError as exc:
         print(f"jeeves: refusing to start {service}: {exc}", file=sys.__stderr__ or sys.stderr)
         sys.exit(78)

@@ -19,13 +19,12 @@ from django.utils import timezone
 
 from jeeves import metrics
 from retrieval import answer as answers
-from retrieval import parallel, paths
+from retrieval import parallel, paths, relevance
 from retrieval.config import RetrievalConfig
 from retrieval.fusion import Fused, RecordKey, fuse
 from retrieval.pack import build_pack
 from retrieval.plan import PlanContext, QueryPlan, analyse
 from retrieval.records import Hydrator, Record, contradicting_pairs
-from retrieval.relevance import relevance, rerank, settled
 from retrieval.scope import RetrievalScope, UnknownChannel
 
 logger = logging.getLogger(__name__)
@@ -60,6 +59,9 @@ class Retrieval:
     path_hits: dict[str, list[RecordKey]]
     timings_ms: dict[str, float]
     path_ms: dict[str, float] = field(default_factory=dict)  # per path (its hydration included), for the bench
+    # Each candidate's features and probability of answering the question (retrieval.relevance).
+    features: dict[RecordKey, list[float]] = field(default_factory=dict)
+    scores: dict[RecordKey, float] = field(default_factory=dict)
 
     def ranked(self) -> list[Record]:
         return [self.records[f.key] for f in self.fused]
@@ -139,6 +141,7 @@ def retrieve(
     now: datetime | None = None,
     query_vector: Sequence[float] | None = None,
     plan: QueryPlan | None = None,
+    scorer: relevance.Scorer | None = None,
 ) -> Retrieval:
     """Plan, run the planned paths inside `scope`, hydrate (inside `scope` again) and fuse. No answer model."""
     cfg = cfg or RetrievalConfig.from_settings()
@@ -183,9 +186,15 @@ def retrieve(
         rrf_k=cfg.rrf_k,
         multi_path_boost=cfg.multi_path_boost,
     )
-    fused = rerank(fused, records, lexical_weight=cfg.lexical_weight, fusion_weight=cfg.fusion_weight)[: cfg.top_n]
+    scorer = scorer or relevance.load()
+    features = relevance.featurise(plan, fused, records)
+    scores = {key: scorer.probability(row) for key, row in features.items()}
+    fused = relevance.rerank(fused, scores)[: cfg.top_n]
     timings["fuse"] = _ms(t)
-    return Retrieval(plan=plan, fused=fused, records=records, path_hits=hits, timings_ms=timings, path_ms=path_ms)
+    return Retrieval(
+        plan=plan, fused=fused, records=records, path_hits=hits, timings_ms=timings, path_ms=path_ms,
+        features=features, scores=scores,
+    )  # fmt: skip
 
 
 def _contradictions(
@@ -230,7 +239,8 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
 
     t = time.perf_counter()
     ranked = found.ranked()
-    answering = settled(found.plan, ranked, lexical_weight=cfg.lexical_weight, min_relevance=cfg.answer_min_relevance)
+    scorer = relevance.load()
+    answering = relevance.settled(found.plan, ranked, gate=scorer.gate)
     if not answering:
         timings["answer"] = _ms(t)
         _observe(timings, found.path_ms, "no_record")
@@ -241,9 +251,8 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
     ranked = [r for r in ranked if r.key in answering_keys or r.type == "entity"]
     pack = build_pack(question, ranked, cfg.context_tokens)
     in_pack = [r for r in answering if r in pack.records]
-    scores = {r.key: relevance(r, cfg.lexical_weight) for r in in_pack}
     original = answers.asks_for_the_original(question)
-    cited = answers.cite(in_pack, scores, margin=cfg.cite_margin, original_first=original)
+    cited = answers.cite(in_pack, found.scores, margin=scorer.margin, original_first=original)
     pairs = _contradictions(cited, in_pack, scope, cfg)
     for pair in pairs:  # the answer names both sides of a contradiction, so it cites both
         missing = [r for r in pair if r not in cited]

@@ -24,13 +24,8 @@ class RetrievalConfig:
     # Below these a path's hit is not worth hydrating (the paths cast a wide net; relevance judges).
     min_similarity: float = 0.2
     min_term_coverage: float = 0.3
-    # Relevance (retrieval.relevance): cosine + lexical_weight x term coverage, + fusion_weight x the
-    # fused score scaled to 0..1; below answer_min_relevance for the best record the answer is "no record".
-    lexical_weight: float = 1.0
-    fusion_weight: float = 0.1
-    answer_min_relevance: float = 0.65  # calibrated on evalsets/train (bench/retrieval_qa.py --calibrate)
-    # An answer cites the best record and those within cite_margin of its relevance (at most three).
-    cite_margin: float = 0.15
+    # Which candidates answer, the no-record gate and the citing margin are the fitted relevance model's
+    # (retrieval.relevance, retrieval/artefacts/relevance.json), not settings.
     hnsw_ef_search: int = 40
     # Semantic path: a scope with at most this many embeddings is scanned exactly (btree pre-filter,
     # ~10 ms per 1,000 rows on the bench); a larger one walks the HNSW index with an iterative scan

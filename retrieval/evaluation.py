@@ -22,32 +22,38 @@ from retrieval.ask import AskResult, ask
 TOP = 5
 
 
-def _asker(conv: dict[str, Any]) -> str:
+def asker(conv: dict[str, Any]) -> str:
     org = conv["channel"]["org"]
     human = next(m for m in conv["channel"]["members"] if m.get("handle") != "jeeves")
     return f"{human['id']}@{org}"
 
 
-def _evidence(conv: dict[str, Any]) -> dict[str, set[str]]:
+def evidence(conv: dict[str, Any]) -> dict[str, set[str]]:
     gold = conv["gold"]
     return {r["id"]: set(r.get("evidence") or []) for r in [*gold["decisions"], *gold["actions"]]}
 
 
-def _ids(record: Any) -> set[str]:
+def wanted(question: dict[str, Any], known: dict[str, set[str]]) -> set[str]:
+    """The message ids an answer's record must overlap: the question's own evidence and its expected records'."""
+    ids = set(question.get("evidence") or [])
+    for gid in question["expected"]:
+        ids |= known.get(gid, set())
+    return ids
+
+
+def record_ids(record: Any) -> set[str]:
     return set((record.source_ref or {}).get("wire_msg_ids") or [])
 
 
 def score_conversation(conv: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per gold question: kind, whether it is a no-record question, whether the answer is right."""
-    evidence = _evidence(conv)
-    asker = _asker(conv)
+    known = evidence(conv)
+    user = asker(conv)
     rows = []
     for q in conv["gold"]["questions"]:
-        result: AskResult = ask(conv["channel"]["id"], asker, q["q"])
-        wanted = set(q.get("evidence") or [])
-        for gid in q["expected"]:
-            wanted |= evidence.get(gid, set())
-        expected = [bool(_ids(r) & wanted) for r in result.records]
+        result: AskResult = ask(conv["channel"]["id"], user, q["q"])
+        wanted_ids = wanted(q, known)
+        expected = [bool(record_ids(r) & wanted_ids) for r in result.records]
         if not q["expected"]:
             ok = result.answer == NO_RECORD
         else:
@@ -81,7 +87,7 @@ def score_probes(probes: list[dict[str, Any]], convs: dict[str, dict[str, Any]])
     rows = []
     for probe in probes:
         conv = convs[probe["ask_in"]]
-        result = ask(conv["channel"]["id"], _asker(conv), probe["q"])
+        result = ask(conv["channel"]["id"], asker(conv), probe["q"])
         foreign = {c.split(":")[0] for c in probe["must_not_reveal"]}
         leaked = [r.id for r in result.records if r.channel_id != conv["channel"]["id"]]
         rows.append(

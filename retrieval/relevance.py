@@ -1,17 +1,28 @@
-"""Relevance: does a found record speak to the question, and does anything found settle it?
+"""Relevance: does a found record answer the question, and does anything found settle it?
 
 The paths cast a wide net and fusion orders what they caught by agreement, rank and age; neither says
-whether a record is about the question. Each candidate is hydrated with its cosine similarity to the
-question and the share of the question's terms its text matches; relevance is their weighted sum.
-The answer cites the most relevant records, and says "no record" when even the best of them falls
-short of `answer_min_relevance` (unless the question is a filter — an id, "my open actions" — whose
-hits answer it by definition). Pure functions over hydrated records, unit-tested without a database.
+whether a record is about the question. A small logistic model, fitted on the train split's questions
+(`python bench/retrieval_qa.py --offline evalsets/train --fit`, retrieval.learn), scores each candidate
+from what retrieval knows about it: its cosine similarity to the question and the share of the question's
+terms it matches (each also against the best candidate's), its fused rank and the paths that found it, its
+kind and status crossed with the question's intent, and whether it names what the question names. The
+answer cites the most probable records, and says "no record" when even the most on-topic candidate falls
+short of the gate fitted with the model (unless the question is a filter — an id, "my open actions" — whose hits
+answer it by definition). The weights are data (retrieval/artefacts/relevance.json, no pickle); the
+functions here are pure and unit-tested without a database.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
+from pipeline.offline.artefacts import ArtefactError
 from retrieval.fusion import Fused, RecordKey
 from retrieval.plan import QueryPlan
 from retrieval.records import Record
@@ -19,6 +30,34 @@ from retrieval.records import Record
 CITABLE = frozenset({"decision", "action", "signal", "summary"})
 # A question someone asked, or talk that settled nothing, is context, never an answer.
 UNSETTLED_SIGNALS = frozenset({"question", "discussion"})
+
+ARTEFACT = Path(__file__).resolve().parent / "artefacts" / "relevance.json"
+FEATURE_VERSION = "rel-v1"
+
+_TYPES = ("decision", "action", "signal", "summary")
+_INTENTS = ("factual_recall", "temporal_context", "accountability", "dependency", "institutional")
+_PATHS = ("structured", "semantic", "fulltext", "graph", "summary")
+_STATES = ("superseded", "reversed", "open", "done", "blocker", "concern", "update")
+
+FEATURES: tuple[str, ...] = (
+    "similarity",
+    "coverage",
+    "similarity_x_coverage",
+    "similarity_below_best",
+    "coverage_below_best",
+    "fused_share",
+    "inverse_rank",
+    "paths",
+    *(f"path_{p}" for p in _PATHS),
+    *(f"type_{t}" for t in _TYPES),
+    *(f"state_{s}" for s in _STATES),
+    *(f"{i}_x_{t}" for i in _INTENTS for t in _TYPES),
+    "confidence",
+    "log_words",
+    "names_entity",
+    "owned_by_named",
+    "has_deadline",
+)
 
 
 def citable(record: Record) -> bool:
@@ -28,35 +67,147 @@ def citable(record: Record) -> bool:
     return not (record.type == "signal" and record.status in UNSETTLED_SIGNALS)
 
 
-def relevance(record: Record, lexical_weight: float) -> float:
-    """Cosine similarity to the question plus `lexical_weight` x the share of its terms matched."""
-    return (record.similarity or 0.0) + lexical_weight * (record.coverage or 0.0)
-
-
 def is_filter(plan: QueryPlan) -> bool:
     """A question that names ids, a record type, a status or the asker's own records: its hits answer it."""
     return bool(plan.friendly_ids or plan.record_types or plan.statuses)
 
 
-def rerank(
-    fused: Sequence[Fused], records: Mapping[RecordKey, Record], *, lexical_weight: float, fusion_weight: float
-) -> list[Fused]:
-    """`fused` reordered by relevance, with the fused score (scaled to 0..1) as a lesser term."""
-    top = max((f.score for f in fused), default=0.0) or 1.0
-
-    def score(f: Fused) -> float:
-        return relevance(records[f.key], lexical_weight) + fusion_weight * f.score / top
-
-    return sorted(fused, key=lambda f: (-score(f), f.key))
+def _words(text: str) -> int:
+    return len(re.findall(r"\w+", text))
 
 
-def settled(plan: QueryPlan, ranked: Sequence[Record], *, lexical_weight: float, min_relevance: float) -> list[Record]:
-    """The citable records, best first, if the best of them is relevant enough; else nothing."""
+def featurise(
+    plan: QueryPlan, fused: Sequence[Fused], records: Mapping[RecordKey, Record]
+) -> dict[RecordKey, list[float]]:
+    """One feature vector (in FEATURES order) per fused candidate; `fused` is in fusion's order, best first."""
+    present = [f for f in fused if f.key in records]
+    best_sim = max((records[f.key].similarity or 0.0 for f in present), default=0.0)
+    best_cov = max((records[f.key].coverage or 0.0 for f in present), default=0.0)
+    top = max((f.score for f in present), default=0.0) or 1.0
+    entities = [e.lower() for e in plan.entities if e.strip()]
+    owners = set(plan.owner_ids)
+    out: dict[RecordKey, list[float]] = {}
+    for rank, f in enumerate(present, start=1):
+        r = records[f.key]
+        sim, cov = r.similarity or 0.0, r.coverage or 0.0
+        text = r.text.lower()
+        state = r.status or ""
+        if r.type == "decision" and r.detail.get("superseded_by"):
+            state = "superseded"
+        row = [
+            sim,
+            cov,
+            sim * cov,
+            best_sim - sim,
+            best_cov - cov,
+            f.score / top,
+            1.0 / rank,
+            len(f.paths) / len(_PATHS),
+            *(float(p in f.paths) for p in _PATHS),
+            *(float(r.type == t) for t in _TYPES),
+            *(float(state == s) for s in _STATES),
+            *(float(plan.intent == i and r.type == t) for i in _INTENTS for t in _TYPES),
+            min(1.0, max(0.0, r.confidence)),
+            math.log1p(_words(r.text)),
+            float(any(e in text for e in entities)),
+            float(bool(owners) and r.detail.get("owner_id") in owners),
+            float(bool(r.detail.get("deadline"))),
+        ]
+        out[f.key] = row
+    return out
+
+
+_SIM, _COV = FEATURES.index("similarity"), FEATURES.index("coverage")
+
+
+def topicality(record: Record) -> float:
+    """How much a record is about the question at all: cosine similarity plus the share of its terms matched."""
+    return (record.similarity or 0.0) + (record.coverage or 0.0)
+
+
+def topicality_of(row: Sequence[float]) -> float:
+    """`topicality` from a feature row."""
+    return row[_SIM] + row[_COV]
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """The fitted model: P(record answers question) = sigmoid(weights . features + bias). `gate`: the least
+    topicality of the most on-topic candidate for an answer; `margin`: how far below the best record's
+    probability a cited record's may be."""
+
+    weights: tuple[float, ...]
+    bias: float
+    gate: float
+    margin: float
+    version: str = FEATURE_VERSION
+
+    def probability(self, row: Sequence[float]) -> float:
+        z = self.bias + sum(w * x for w, x in zip(self.weights, row, strict=True))
+        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+    def to_json(self, **about: object) -> dict[str, object]:
+        return {
+            "version": self.version,
+            "features": list(FEATURES),
+            "weights": [round(w, 6) for w in self.weights],
+            "bias": round(self.bias, 6),
+            "gate": self.gate,
+            "margin": self.margin,
+            **about,
+        }
+
+
+class StaleScorer(ArtefactError):
+    """The relevance artefact is missing or was fitted on other features."""
+
+
+def from_json(data: Mapping[str, object]) -> Scorer:
+    if data.get("version") != FEATURE_VERSION or list(data.get("features") or []) != list(FEATURES):
+        raise StaleScorer(
+            f"{ARTEFACT.name} was fitted on features {data.get('version')!r}, this code computes {FEATURE_VERSION!r}:"
+            " refit it (python bench/retrieval_qa.py --offline evalsets/train --fit)"
+        )
+    return Scorer(
+        weights=tuple(float(w) for w in data["weights"]),  # type: ignore[union-attr]
+        bias=float(data["bias"]),  # type: ignore[arg-type]
+        gate=float(data["gate"]),  # type: ignore[arg-type]
+        margin=float(data["margin"]),  # type: ignore[arg-type]
+    )
+
+
+@cache
+def load(path: Path = ARTEFACT) -> Scorer:
+    """The committed scorer; fails loudly when it is missing or stale (checked at start-up too)."""
+    if not path.exists():
+        raise StaleScorer(f"{path} is missing: fit it (python bench/retrieval_qa.py --offline evalsets/train --fit)")
+    return from_json(json.loads(path.read_text(encoding="utf-8")))
+
+
+def score(
+    plan: QueryPlan, fused: Sequence[Fused], records: Mapping[RecordKey, Record], scorer: Scorer
+) -> dict[RecordKey, float]:
+    """Each candidate's probability of answering the question."""
+    return {key: scorer.probability(row) for key, row in featurise(plan, fused, records).items()}
+
+
+def rerank(fused: Sequence[Fused], scores: Mapping[RecordKey, float]) -> list[Fused]:
+    """`fused` reordered by probability, best first (fusion's order breaks ties)."""
+    order = {f.key: i for i, f in enumerate(fused)}
+    return sorted(fused, key=lambda f: (-scores.get(f.key, 0.0), order[f.key]))
+
+
+def settled(plan: QueryPlan, ranked: Sequence[Record], *, gate: float) -> list[Record]:
+    """The citable records in `ranked`'s order if the most on-topic of them reaches `gate`; else nothing.
+
+    Two judgements: whether anything found is about the question (topicality, which separates the questions
+    with no record a little better than the model's probability does, on train), and which of them answers
+    it (the probability, which orders them better)."""
     candidates = [r for r in ranked if citable(r)]
     if not candidates:
         return []
     if is_filter(plan):
         return candidates
-    if max(relevance(r, lexical_weight) for r in candidates) < min_relevance:
+    if max(topicality(r) for r in candidates) < gate:
         return []
     return candidates

@@ -1,21 +1,26 @@
-"""Relevance rules (pure): what may be cited, the relevance score, re-ranking, and the no-record gate."""
+"""Relevance rules (pure): what may be cited, the learned score's features, re-ranking, the no-record gate,
+and the artefact that holds the fitted model."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
+import pytest
+
+from retrieval import relevance
 from retrieval.fusion import Fused
 from retrieval.plan import QueryPlan
 from retrieval.records import Record
-from retrieval.relevance import citable, is_filter, relevance, rerank, settled
+from retrieval.relevance import FEATURES, Scorer, citable, featurise, is_filter, rerank, settled, topicality
 
 AT = datetime(2026, 5, 1, tzinfo=UTC)
 
 
-def rec(kind="decision", rid="1", status="active", similarity=None, coverage=None) -> Record:
+def rec(kind="decision", rid="1", status="active", similarity=None, coverage=None, text="t", **detail) -> Record:
     return Record(
         type=kind, id=rid, friendly_id=None, channel_id="c", channel_name="c", occurred_at=AT, confidence=0.8,
-        text="t", status=status, source_ref={}, similarity=similarity, coverage=coverage,
+        text=text, status=status, source_ref={}, similarity=similarity, coverage=coverage, detail=detail,
     )  # fmt: skip
 
 
@@ -27,35 +32,76 @@ def test_questions_and_idle_talk_are_never_cited():
     assert not citable(rec("entity", status="tool"))
 
 
-def test_relevance_is_similarity_plus_weighted_coverage():
-    assert relevance(rec(similarity=0.4, coverage=0.5), 1.0) == 0.9
-    assert relevance(rec(similarity=0.4, coverage=0.5), 0.5) == 0.65
-    assert relevance(rec(), 1.0) == 0.0  # hydrated without a question: nothing to go on
+def test_topicality_is_similarity_plus_coverage():
+    assert topicality(rec(similarity=0.4, coverage=0.5)) == 0.9
+    assert topicality(rec()) == 0.0  # hydrated without a question: nothing to go on
 
 
-def test_rerank_puts_the_relevant_record_first_and_uses_fusion_to_break_ties():
-    a, b, c = rec(rid="a", similarity=0.2), rec(rid="b", similarity=0.7, coverage=0.5), rec(rid="c", similarity=0.2)
-    records = {r.key: r for r in (a, b, c)}
-    fused = [Fused(a.key, 0.03, ("structured",)), Fused(c.key, 0.02, ("semantic",)), Fused(b.key, 0.01, ("fulltext",))]
-    order = [f.key for f in rerank(fused, records, lexical_weight=1.0, fusion_weight=0.1)]
+def test_features_describe_each_candidate_in_fusion_order():
+    plan = QueryPlan(intent="accountability", entities=["Kestrel"], owner_ids=["u1@o"])
+    a = rec("action", "a", status="open", similarity=0.6, coverage=0.5, text="Ana to ship the Kestrel build",
+            owner_id="u1@o", deadline=AT)  # fmt: skip
+    d = rec("decision", "d", similarity=0.2, coverage=0.0, superseded_by="DEC-0002")
+    fused = [Fused(d.key, 0.04, ("semantic", "graph")), Fused(a.key, 0.02, ("fulltext",))]
+    rows = featurise(plan, fused, {r.key: r for r in (a, d)})
+    assert all(len(row) == len(FEATURES) for row in rows.values())
+    f = {key: dict(zip(FEATURES, row, strict=True)) for key, row in rows.items()}
+    assert f[d.key]["inverse_rank"] == 1.0 and f[a.key]["inverse_rank"] == 0.5
+    assert f[d.key]["paths"] > f[a.key]["paths"] and f[a.key]["path_fulltext"] == 1.0
+    assert f[a.key]["similarity_below_best"] == 0.0 and f[d.key]["similarity_below_best"] == pytest.approx(0.4)
+    assert f[a.key]["accountability_x_action"] == 1.0 and f[d.key]["accountability_x_action"] == 0.0
+    assert f[a.key]["names_entity"] == 1.0 and f[a.key]["owned_by_named"] == 1.0 and f[a.key]["has_deadline"] == 1.0
+    assert f[d.key]["state_superseded"] == 1.0 and f[d.key]["names_entity"] == 0.0
+
+
+def test_rerank_orders_by_probability_and_keeps_fusion_order_on_ties():
+    a, b, c = (Fused(("decision", x), 0.01, ("semantic",)) for x in "abc")
+    order = [f.key for f in rerank([a, b, c], {a.key: 0.2, b.key: 0.9, c.key: 0.2})]
     assert order == [b.key, a.key, c.key]
-    # Fusion alone decides when it outweighs relevance.
-    order = [f.key for f in rerank(fused, records, lexical_weight=1.0, fusion_weight=10.0)]
-    assert order[0] == a.key
 
 
-def test_the_gate_answers_only_when_the_best_citable_record_is_relevant():
+def test_the_gate_answers_only_when_a_citable_record_is_on_topic():
     plan = QueryPlan(keywords=["psp"])
     weak = [rec(rid="a", similarity=0.3, coverage=0.0), rec("signal", "q", status="question", similarity=0.9)]
-    assert settled(plan, weak, lexical_weight=1.0, min_relevance=0.5) == []
+    assert settled(plan, weak, gate=0.5) == []
     strong = [rec(rid="a", similarity=0.3, coverage=0.0), rec(rid="b", similarity=0.4, coverage=0.34)]
-    assert [r.id for r in settled(plan, strong, lexical_weight=1.0, min_relevance=0.5)] == ["a", "b"]
-    assert settled(plan, [rec("entity", similarity=1.0)], lexical_weight=1.0, min_relevance=0.5) == []
+    assert [r.id for r in settled(plan, strong, gate=0.5)] == ["a", "b"]  # the order given (by probability)
+    assert settled(plan, [rec("entity", similarity=1.0)], gate=0.5) == []
 
 
 def test_a_filter_question_is_answered_by_its_hits():
     plan = QueryPlan(record_types=["action"], statuses=["open"])
     assert is_filter(plan) and not is_filter(QueryPlan(keywords=["launch"]))
     hits = [rec("action", similarity=0.1, coverage=0.0)]
-    assert settled(plan, hits, lexical_weight=1.0, min_relevance=0.5) == hits
+    assert settled(plan, hits, gate=0.5) == hits
     assert is_filter(QueryPlan(friendly_ids=["DEC-0001"]))
+
+
+def test_the_scorer_is_a_logistic_model_stored_as_json(tmp_path):
+    weights = tuple(1.0 if name == "similarity" else 0.0 for name in FEATURES)
+    scorer = Scorer(weights=weights, bias=-0.5, gate=0.6, margin=0.1)
+    row = [0.5 if name == "similarity" else 0.0 for name in FEATURES]
+    assert scorer.probability(row) == pytest.approx(0.5)
+    path = tmp_path / "relevance.json"
+    path.write_text(json.dumps(scorer.to_json(fitted_on="train")))
+    assert relevance.load.__wrapped__(path) == scorer
+
+
+def test_a_missing_or_stale_model_fails_loudly(tmp_path):
+    with pytest.raises(relevance.StaleScorer, match="missing"):
+        relevance.load.__wrapped__(tmp_path / "absent.json")
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps({"version": "rel-v0", "features": ["similarity"], "weights": [1.0], "bias": 0}))
+    with pytest.raises(relevance.StaleScorer, match="refit"):
+        relevance.load.__wrapped__(stale)
+
+
+def test_the_committed_model_loads_and_prefers_the_on_topic_record():
+    scorer = relevance.load()
+    plan = QueryPlan(intent="factual_recall", keywords=["invoice", "credit"])
+    on = rec("decision", "on", similarity=0.7, coverage=1.0, text="Decided: a credit on the next invoice")
+    off = rec("decision", "off", similarity=0.1, coverage=0.0, text="Decided: lunch moves to Friday")
+    fused = [Fused(off.key, 0.03, ("semantic",)), Fused(on.key, 0.02, ("semantic", "fulltext"))]
+    scores = relevance.score(plan, fused, {r.key: r for r in (on, off)}, scorer)
+    assert scores[on.key] > scores[off.key]
+    assert 0.0 < scorer.gate < 2.0 and 0.0 <= scorer.margin <= 1.0

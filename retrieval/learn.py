@@ -1,0 +1,183 @@
+"""Fitting the relevance model (retrieval.relevance) on a labelled split's questions.
+
+`collect` asks every question of a conversation whose records are in the database (retrieval only, no
+answer) and keeps, per question, each candidate's features and whether it is an expected record (its
+source overlaps the evidence of a gold record the question expects, or the question's own evidence, as
+the evalsets README scores answers). `fit` fits a logistic regression on those rows, chooses its
+regularisation by grouped cross-validation (folds by conversation: the best top-1 + top-5 with every
+question answered), then replays the answer step on the out-of-fold probabilities to choose the no-record
+gate (over the best candidate's topicality, balanced: answerable questions with an expected record cited
+and no-record questions declined weighted alike, as the goals are) and the widest citing margin whose
+extra citations still find expected records. Run on train only
+(`python bench/retrieval_qa.py --offline evalsets/train --fit`); dev is for reporting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from retrieval import relevance
+from retrieval.answer import MAX_CITED
+from retrieval.config import RetrievalConfig
+from retrieval.relevance import FEATURES, Scorer
+
+SEED = 7
+CANDIDATES = 20  # per question: more than are ever cited, so the model learns to tell the near misses apart
+GATES = tuple(round(0.05 * i, 2) for i in range(6, 31))  # over topicality: cosine + term coverage, 0..2
+MARGINS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
+
+
+@dataclass
+class Question:
+    conversation: str
+    no_record: bool
+    is_filter: bool
+    rows: list[list[float]]  # one per candidate, fusion's order
+    citable: list[bool]
+    expected: list[bool]
+    texts: list[str] = dataclasses.field(default_factory=list)  # the candidates' kind and text, for study only
+    question: str = ""
+
+
+def collect(conv: dict[str, Any]) -> list[Question]:
+    """Ask each of `conv`'s questions in its channel (the records must be in the database), keep the candidates."""
+    from retrieval import evaluation
+    from retrieval.ask import retrieve
+    from retrieval.scope import RetrievalScope
+
+    cfg = dataclasses.replace(RetrievalConfig.from_settings(), top_n=CANDIDATES)
+    neutral = Scorer(weights=(0.0,) * len(FEATURES), bias=0.0, gate=0.0, margin=0.0)
+    scope = RetrievalScope.for_asker(conv["channel"]["id"], evaluation.asker(conv))
+    evidence = evaluation.evidence(conv)
+    out = []
+    for q in conv["gold"]["questions"]:
+        found = retrieve(q["q"], scope, cfg, scorer=neutral)
+        wanted = evaluation.wanted(q, evidence)
+        keys = [f.key for f in found.fused if f.key in found.features]
+        records = [found.records[k] for k in keys]
+        out.append(
+            Question(
+                conversation=conv["id"],
+                no_record=not q["expected"],
+                is_filter=relevance.is_filter(found.plan),
+                rows=[found.features[k] for k in keys],
+                citable=[relevance.citable(r) for r in records],
+                expected=[bool(evaluation.record_ids(r) & wanted) for r in records],
+                texts=[f"{r.type}/{r.status}: {r.text}" for r in records],
+                question=q["q"],
+            )
+        )
+    return out
+
+
+def _fit_lr(x: np.ndarray, y: np.ndarray, c: float) -> tuple[np.ndarray, float]:
+    """Logistic regression on standardised features, returned as weights and bias on the raw features."""
+    from sklearn.linear_model import LogisticRegression
+
+    mean, std = x.mean(axis=0), x.std(axis=0)
+    std[std == 0] = 1.0
+    model = LogisticRegression(C=c, class_weight="balanced", max_iter=2000, random_state=SEED)
+    model.fit((x - mean) / std, y)
+    w = model.coef_[0] / std
+    return w, float(model.intercept_[0] - (w * mean).sum())
+
+
+def _probabilities(w: np.ndarray, b: float, rows: Sequence[Sequence[float]]) -> list[float]:
+    if len(rows) == 0:
+        return []
+    z = np.clip(np.asarray(rows, dtype=float) @ w + b, -30, 30)
+    return list(1.0 / (1.0 + np.exp(-z)))
+
+
+def _topicality(q: Question, i: int) -> float:
+    return relevance.topicality_of(q.rows[i])
+
+
+def replay(questions: Sequence[Question], probs: Sequence[Sequence[float]], gate: float, margin: float) -> dict:
+    """The answer step on given probabilities: no record unless the most on-topic citable candidate reaches
+    `gate` (or the question is a filter); else the most probable, and those within `margin` of it. Returns
+    top-5 (answerable, an expected record cited), top-1, cited precision, no-record right."""
+    answerable = right_none = none = top5 = top1 = cited = cited_ok = 0
+    for q, p in zip(questions, probs, strict=True):
+        order = sorted((i for i in range(len(p)) if q.citable[i]), key=lambda i: -p[i])
+        answers = bool(order) and (q.is_filter or max(_topicality(q, i) for i in order) >= gate)
+        chosen = []
+        if answers:
+            chosen = [i for i in order if p[i] >= p[order[0]] - margin][:MAX_CITED]
+        if q.no_record:
+            none += 1
+            right_none += not chosen
+            continue
+        answerable += 1
+        hits = [q.expected[i] for i in chosen]
+        top5 += any(hits)
+        top1 += bool(hits and hits[0])
+        cited += len(hits)
+        cited_ok += sum(hits)
+    return {
+        "top5": top5 / max(1, answerable),
+        "top1": top1 / max(1, answerable),
+        "cited_precision": cited_ok / max(1, cited),
+        "no_record": right_none / max(1, none),
+        "answerable": answerable,
+        "no_record_questions": none,
+    }
+
+
+def balanced(r: dict) -> float:
+    """Answerable questions answered (an expected record cited) and no-record ones declined, weighted alike."""
+    return (r["top5"] + r["no_record"]) / 2
+
+
+def fit(questions: Sequence[Question], *, folds: int = 5) -> tuple[Scorer, dict[str, Any]]:
+    """The scorer fitted on all `questions`, with gate and margin chosen on out-of-fold probabilities."""
+    from sklearn.model_selection import GroupKFold
+
+    qs = [q for q in questions if q.rows]
+    x = np.asarray([row for q in qs for row in q.rows], dtype=float)
+    y = np.asarray([e for q in qs for e in q.expected], dtype=int)
+    groups = np.asarray([q.conversation for q in qs for _ in q.rows])
+    owner = np.asarray([n for n, q in enumerate(qs) for _ in q.rows])
+    splitter = GroupKFold(n_splits=folds)
+
+    def oof(c: float) -> list[list[float]]:
+        p = np.zeros(len(y))
+        for tr, te in splitter.split(x, y, groups):
+            w, b = _fit_lr(x[tr], y[tr], c)
+            p[te] = _probabilities(w, b, x[te])
+        return [list(p[owner == n]) for n in range(len(qs))]
+
+    ranked: tuple[float, float, list] | None = None  # (top-1 + top-5 with the gate open, C, probabilities)
+    for c in (0.03, 0.1, 0.3, 1.0, 3.0):
+        probs = oof(c)
+        r = replay(qs, probs, gate=-1.0, margin=0.0)
+        if ranked is None or r["top1"] + r["top5"] > ranked[0] + 1e-9:
+            ranked = (r["top1"] + r["top5"], c, probs)
+    assert ranked is not None
+    _, c, probs = ranked
+    gate = max(GATES, key=lambda g: (balanced(replay(qs, probs, g, 0.0)), -g))
+    top5_at_gate = replay(qs, probs, gate, 0.0)["top5"]
+    margin = 0.0
+    for m in MARGINS:  # the widest margin whose extra citations still find expected records
+        r = replay(qs, probs, gate, m)
+        if r["top5"] > top5_at_gate + 0.005 and r["cited_precision"] >= 0.5:
+            margin, top5_at_gate = m, r["top5"]
+    w, b = _fit_lr(x, y, c)
+    scorer = Scorer(weights=tuple(float(v) for v in w), bias=b, gate=gate, margin=margin)
+    report = {
+        "questions": len(qs),
+        "candidates": len(y),
+        "expected_candidates": int(y.sum()),
+        "C": c,
+        "cross_validation": {
+            k: round(v, 3) if isinstance(v, float) else v for k, v in replay(qs, probs, gate, margin).items()
+        },
+        "expected_among_candidates": round(statistics.mean(any(q.expected) for q in qs if not q.no_record), 3),
+    }
+    return scorer, report
