@@ -226,6 +226,7 @@ class _ScrapeTime:
     def collect(self) -> Iterator[GaugeMetricFamily]:
         import time
 
+        from jeeves import keys
         from jeeves.queues import queue_lists
         from jeeves.redis import get_redis
         from pipeline import liveness
@@ -248,8 +249,8 @@ class _ScrapeTime:
             for queue in QUEUES:
                 for name in queue_lists(queue):
                     pipe.llen(name)
-            pipe.get(liveness.RESTORED)
-            pipe.hgetall(liveness.CLOCKS)
+            pipe.get(keys.SWEEP_RESTORED.key())
+            pipe.hgetall(keys.CLOCK.key())
             *lengths, restored, offsets = pipe.execute()
             depths = [float(sum(lengths[i * steps : (i + 1) * steps])) for i in range(len(QUEUES))]
             up.add_metric([], 1.0)

@@ -15,6 +15,8 @@ from django.conf import settings
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from jeeves import keys
+
 
 @lru_cache(maxsize=1)
 def get_redis() -> redis.Redis:
@@ -33,8 +35,7 @@ def forget_channel_keys(channel_id: str) -> int:
     """Delete every key of Jeeves' that names the channel (window, text claim checks, member cache,
     extraction locks, once-only markers): what a purged channel may not leave even in memory."""
     client = get_redis()
-    escaped = "".join(f"\\{c}" if c in "\\*?[]" else c for c in channel_id)
-    keys = list(client.scan_iter(match=f"jeeves:*{escaped}*", count=1000))
-    if keys:
-        client.delete(*keys)
-    return len(keys)
+    found = list(client.scan_iter(match=keys.naming_channel(channel_id), count=1000))
+    if found:
+        client.delete(*found)
+    return len(found)

@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from redis.client import Pipeline
 
+from jeeves import keys
 from jeeves.redis import get_redis
-
-PREFIX = "jeeves:msg:"
 
 
 def key_for(channel_id: str, wire_msg_id: str) -> str:
-    return f"{PREFIX}{channel_id}:{wire_msg_id}"
+    return keys.CLAIM_CHECK.key(channel_id, wire_msg_id)
 
 
 def park(channel_id: str, wire_msg_id: str, text: str, pipe: Pipeline | None = None) -> str:
     """Park the text for JEEVES_QUEUE_TTL_S; with `pipe` the SET joins the caller's pipeline."""
     key = key_for(channel_id, wire_msg_id)
-    (pipe if pipe is not None else get_redis()).set(key, text, ex=settings.JEEVES.queue_ttl_s)
+    (pipe if pipe is not None else get_redis()).set(key, text, ex=keys.CLAIM_CHECK.ttl_s())
     return key
 
 

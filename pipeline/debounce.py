@@ -18,33 +18,33 @@ from collections.abc import Iterable
 from celery import current_app
 from django.conf import settings
 
+from jeeves import keys
 from jeeves.queues import Queue
 from jeeves.redis import get_redis
 from pipeline import liveness
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "jeeves:extract:"
 EXTRACT_TASK = "pipeline.tasks.extract_channel"
 # A scheduled run this late (seconds past its due time) is presumed lost and scheduled again.
 OVERDUE_S = 30
 
 
 def _pending_key(channel_id: str) -> str:
-    return f"{PREFIX}pending:{channel_id}"
+    return keys.EXTRACT_PENDING.key(channel_id)
 
 
 def _lock_key(channel_id: str) -> str:
-    return f"{PREFIX}lock:{channel_id}"
+    return keys.EXTRACT_LOCK.key(channel_id)
 
 
 def _running_key(channel_id: str) -> str:
-    return f"{PREFIX}running:{channel_id}"
+    return keys.EXTRACT_RUNNING.key(channel_id)
 
 
 def _schedule_ttl() -> int:
     # A scheduled run that no worker reached by then has expired; the lock must not outlive it.
-    return int(settings.JEEVES.extract_debounce_s) + 120
+    return keys.EXTRACT_LOCK.ttl_s()
 
 
 def note_classified(channel_id: str, wire_msg_id: str) -> None:
@@ -53,7 +53,7 @@ def note_classified(channel_id: str, wire_msg_id: str) -> None:
     pipe = get_redis().pipeline()
     pipe.sadd(key, wire_msg_id)
     # Pending ids outlive the window by a margin so an eviction is still seen and counted.
-    pipe.expire(key, settings.JEEVES.window_max_age_s * 2)
+    pipe.expire(key, keys.EXTRACT_PENDING.ttl_s())
     pipe.execute()
 
 
@@ -120,7 +120,7 @@ def begin_run(channel_id: str) -> str | None:
     token = uuid.uuid4().hex
     # A lease, renewed while the run lives (pipeline/liveness.py): a run whose worker died frees the
     # channel within one lease instead of stalling it for the extract queue's whole time limit.
-    if client.set(_running_key(channel_id), token, nx=True, ex=liveness.lease_s()):
+    if client.set(_running_key(channel_id), token, nx=True, ex=keys.EXTRACT_RUNNING.ttl_s()):
         liveness.hold_key(_running_key(channel_id), token)
         return token
     return None

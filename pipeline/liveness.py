@@ -37,15 +37,12 @@ from datetime import datetime
 import redis
 from django.conf import settings
 
+from jeeves import keys
 from jeeves.queues import Queue
 from jeeves.redis import get_redis
 
 logger = logging.getLogger(__name__)
 
-LEASE_PREFIX = "jeeves:lease:"
-SWEEP_LOCK = "jeeves:sweep:lock"
-RESTORED = "jeeves:sweep:restored"  # how many tasks the sweepers put back (a counter, for /metrics)
-CLOCKS = "jeeves:clock"  # process → "offset_s timestamp"
 # kombu's Redis transport (defaults): where delivered, unacknowledged messages wait.
 UNACKED = "unacked"
 UNACKED_INDEX = "unacked_index"
@@ -82,7 +79,7 @@ return 1
 
 
 def lease_s() -> int:
-    return int(settings.JEEVES.task_lease_s)
+    return keys.LEASE.ttl_s()
 
 
 def orphan_after_s() -> float:
@@ -115,7 +112,7 @@ class _Keeper:
 
     def renew(self) -> None:
         with self.lock:
-            entries = [(LEASE_PREFIX + t, "") for t in self.tasks] + list(self.keys.items())
+            entries = [(keys.LEASE.key(t), "") for t in self.tasks] + list(self.keys.items())
         if not entries:
             return
         try:
@@ -136,13 +133,13 @@ def hold_task(task_id: str) -> None:
     with _keeper.lock:
         _keeper.tasks.add(task_id)
         _keeper._ensure_thread()
-    get_redis().set(LEASE_PREFIX + task_id, "1", ex=lease_s())
+    get_redis().set(keys.LEASE.key(task_id), "1", ex=lease_s())
 
 
 def release_task(task_id: str) -> None:
     with _keeper.lock:
         _keeper.tasks.discard(task_id)
-    get_redis().delete(LEASE_PREFIX + task_id)
+    get_redis().delete(keys.LEASE.key(task_id))
 
 
 def hold_key(key: str, token: str) -> None:
@@ -196,7 +193,7 @@ def sweep(client: redis.Redis | None = None, now: float | None = None, limit: in
         eta = _eta(headers)
         if eta is not None and eta > cutoff:
             continue  # waiting for its countdown in a worker's memory: not late yet
-        if client.exists(LEASE_PREFIX + task_id):
+        if client.exists(keys.LEASE.key(task_id)):
             continue  # running on a live worker
         headers["redelivered"] = True
         priority = (payload.get("properties") or {}).get("priority")
@@ -204,7 +201,7 @@ def sweep(client: redis.Redis | None = None, now: float | None = None, limit: in
         if client.eval(_RESTORE, 3, UNACKED, UNACKED_INDEX, queue_key, tag, json.dumps(payload)):
             name = str(headers.get("task", "?"))
             restored.append(name)
-            client.incr(RESTORED)
+            client.incr(keys.SWEEP_RESTORED.key())
             # kwargsrepr holds ids only (never text).
             logger.warning("put back a task its worker no longer holds: %s %s", name, headers.get("kwargsrepr", ""))
     return restored
@@ -219,11 +216,11 @@ def clock_offset(client: redis.Redis) -> float:
 
 
 def measure_clock(client: redis.Redis | None = None) -> float:
-    """This process's clock minus Redis' (seconds, half the round trip allowed for), recorded under CLOCKS."""
+    """This process's clock minus Redis' (seconds, half the round trip allowed for), recorded under keys.CLOCK."""
     client = client or get_redis()
     offset = clock_offset(client)
     name = f"{socket.gethostname()}:{os.getpid()}"
-    client.hset(CLOCKS, name, f"{offset:.3f} {time.time():.0f}")
+    client.hset(keys.CLOCK.key(), name, f"{offset:.3f} {time.time():.0f}")
     if abs(offset) > settings.JEEVES.clock_skew_s:
         logger.warning(
             "clock skew: this process is %.1f s %s Redis (tolerated: %.1f s)",
@@ -234,13 +231,12 @@ def measure_clock(client: redis.Redis | None = None) -> float:
     return offset
 
 
-RECONCILE_LOCK = "jeeves:sweep:reconcile"
-RECONCILE_EVERY_S = 30
+RECONCILE_EVERY_S = keys.RECONCILE_LOCK.ttl_s()
 
 
 def _reconcile(client: redis.Redis) -> None:
     """Every RECONCILE_EVERY_S (one worker at a time), the database side: pipeline.tasks.reconcile."""
-    if client.set(RECONCILE_LOCK, os.getpid(), nx=True, ex=RECONCILE_EVERY_S):
+    if client.set(keys.RECONCILE_LOCK.key(), os.getpid(), nx=True, ex=RECONCILE_EVERY_S):
         from celery import current_app
 
         current_app.send_task("pipeline.tasks.reconcile", queue=Queue.SUMMARISE.value, expires=RECONCILE_EVERY_S)
@@ -253,7 +249,7 @@ def _sweeper() -> None:
         try:
             client = get_redis()
             measure_clock(client)
-            if client.set(SWEEP_LOCK, os.getpid(), nx=True, px=max(int(interval * 900), 100)):
+            if client.set(keys.SWEEP_LOCK.key(), os.getpid(), nx=True, px=round(keys.SWEEP_LOCK.ttl_s() * 1000)):
                 sweep(client)
                 _reconcile(client)
             failing = False

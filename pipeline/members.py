@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from jeeves import keys
 from jeeves.redis import get_redis
-
-PREFIX = "jeeves:members:"
 
 
 @dataclass(frozen=True)
@@ -24,7 +23,7 @@ class Member:
 
 
 def key_for(channel_id: str) -> str:
-    return f"{PREFIX}{channel_id}"
+    return keys.MEMBERS.key(channel_id)
 
 
 def _encode(member: Member) -> str:
@@ -65,6 +64,6 @@ def remove_everywhere(user_id: str) -> int:
     """Drop `user_id` from every channel's member cache (a personal data request); returns caches touched."""
     client = get_redis()
     touched = 0
-    for key in client.scan_iter(match=f"{PREFIX}*", count=500):
+    for key in client.scan_iter(match=keys.MEMBERS.pattern(), count=500):
         touched += client.hdel(key, user_id)
     return touched

@@ -15,9 +15,8 @@ from datetime import datetime
 from django.conf import settings
 from redis.client import Pipeline
 
+from jeeves import keys
 from jeeves.redis import get_redis
-
-PREFIX = "jeeves:window:"
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class WindowMessage:
 
 
 def key_for(channel_id: str) -> str:
-    return f"{PREFIX}{channel_id}"
+    return keys.WINDOW.key(channel_id)
 
 
 # Push, trim to the window's size, refresh the key's TTL and drop the entries that arrived longer ago than the
@@ -76,7 +75,7 @@ def push(channel_id: str, message: WindowMessage, pipe: Pipeline | None = None) 
     cfg = settings.JEEVES
     cutoff = repr(time.time() - cfg.window_max_age_s)
     (pipe if pipe is not None else get_redis()).eval(
-        _PUSH, 1, key_for(channel_id), message.to_json(), cfg.window_size, cfg.window_max_age_s, cutoff
+        _PUSH, 1, key_for(channel_id), message.to_json(), cfg.window_size, keys.WINDOW.ttl_s(), cutoff
     )
 
 
@@ -116,7 +115,7 @@ def remove_author(author_id: str) -> int:
     """Drop every message `author_id` wrote from every window (a personal data request); returns how many."""
     client = get_redis()
     removed = 0
-    for key in client.scan_iter(match=f"{PREFIX}*", count=500):
+    for key in client.scan_iter(match=keys.WINDOW.pattern(), count=500):
         for raw in client.lrange(key, 0, -1):
             if WindowMessage.from_json(raw).author_id == author_id:
                 removed += client.lrem(key, 1, raw)

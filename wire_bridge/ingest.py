@@ -23,6 +23,7 @@ import logging
 from django.conf import settings
 from redis.client import Pipeline
 
+from jeeves import keys
 from jeeves.celery import app as celery_app
 from jeeves.queues import LOW_PRIORITY, Queue
 from jeeves.redis import get_redis
@@ -45,14 +46,12 @@ from wire_bridge.events import (
 
 logger = logging.getLogger(__name__)
 
-SEEN_PREFIX = "jeeves:seen:"
-SEEN_TTL_S = 24 * 3600
 # Events may arrive out of order. A conversation Wire deleted is gone for good: its tombstone (under this id,
 # which no Wire message id takes) makes a late `app_added` a no-op. A `user_joined` for a conversation not yet
 # known waits here (member ids and names, an hour) for the `app_added` that will introduce it.
 CONVERSATION_DELETED = "#conversation-deleted"
-# Fairness: a token bucket per channel (JEEVES_CHANNEL_RATE messages/s, JEEVES_CHANNEL_BURST), on Redis' clock.
-BUCKET_PREFIX = "jeeves:bucket:"
+# Fairness: a token bucket per channel (JEEVES_CHANNEL_RATE messages/s, JEEVES_CHANNEL_BURST), on Redis' clock;
+# its key expires after keys.BUCKET's TTL (ARGV[3]: the time the bucket takes to fill, and a minute).
 _TOKEN_BUCKET = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -67,11 +66,9 @@ if tokens >= 1 then
   allowed = 1
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
-redis.call('EXPIRE', KEYS[1], math.ceil(burst / rate) + 60)
+redis.call('EXPIRE', KEYS[1], ARGV[3])
 return allowed
 """
-EARLY_JOINS_PREFIX = "jeeves:early-joins:"
-EARLY_JOINS_TTL_S = 3600
 
 
 def handle(event: Event) -> str:
@@ -126,7 +123,7 @@ def _admit(event: TextMessage) -> str:
         within_rate = 1
         if cfg.channel_rate > 0:
             within_rate = get_redis().eval(
-                _TOKEN_BUCKET, 1, f"{BUCKET_PREFIX}{cid}", cfg.channel_rate, cfg.channel_burst
+                _TOKEN_BUCKET, 1, keys.BUCKET.key(cid), cfg.channel_rate, cfg.channel_burst, keys.BUCKET.ttl_s()
             )
         # Window, claim check and the publish in one Redis round trip.
         pipe = get_redis().pipeline(transaction=False)
@@ -227,11 +224,11 @@ def _ensure_channel(event: TextMessage) -> ChannelConfig:
 
 def _first_sight(channel_id: str, key: str) -> bool:
     """A Redis marker for events without a receipt (commands, clicks): False on redelivery."""
-    return bool(get_redis().set(f"{SEEN_PREFIX}{channel_id}:{key}", 1, nx=True, ex=SEEN_TTL_S))
+    return bool(get_redis().set(keys.SEEN.key(channel_id, key), 1, nx=True, ex=keys.SEEN.ttl_s()))
 
 
 def _forget_sight(channel_id: str, key: str) -> None:
-    get_redis().delete(f"{SEEN_PREFIX}{channel_id}:{key}")
+    get_redis().delete(keys.SEEN.key(channel_id, key))
 
 
 def _command(event: TextMessage, body: str) -> str:
@@ -328,10 +325,11 @@ def handle_user_joined(event: UserJoined) -> str:
     cid = event.channel_id
     if channels.get_channel(cid) is None:
         # It overtook the app_added introducing the conversation: kept for it, so the end state is the same.
+        key = keys.EARLY_JOINS.key(cid)
         pipe = get_redis().pipeline()
         for m in event.members:
-            pipe.rpush(f"{EARLY_JOINS_PREFIX}{cid}", json.dumps(dataclasses.asdict(_cache_member(m))))
-        pipe.expire(f"{EARLY_JOINS_PREFIX}{cid}", EARLY_JOINS_TTL_S)
+            pipe.rpush(key, json.dumps(dataclasses.asdict(_cache_member(m))))
+        pipe.expire(key, keys.EARLY_JOINS.ttl_s())
         pipe.execute()
         return "members"
     members.add(cid, [_cache_member(m) for m in event.members])
@@ -341,7 +339,7 @@ def handle_user_joined(event: UserJoined) -> str:
 
 
 def _apply_early_joins(channel_id: str, bot_id: str | None) -> None:
-    key = f"{EARLY_JOINS_PREFIX}{channel_id}"
+    key = keys.EARLY_JOINS.key(channel_id)
     pipe = get_redis().pipeline()
     pipe.lrange(key, 0, -1)
     pipe.delete(key)

@@ -11,6 +11,7 @@ import logging
 
 from django.conf import settings
 
+from jeeves import keys
 from jeeves.redis import get_redis
 from knowledge import channels, contradictions, proactive, review
 from knowledge.models import ChannelState
@@ -24,8 +25,6 @@ from wire_bridge.outbound import Button, MentionSpan, Reply, send
 
 logger = logging.getLogger(__name__)
 
-REPLIED_PREFIX = "jeeves:replied:"
-REPLIED_TTL_S = 24 * 3600
 CONTEXT_TYPES = ("customer", "project", "team", "general")
 
 STATE_REPLIES: dict[str, str] = {
@@ -53,11 +52,11 @@ _OUTCOME_STATE = {
 
 
 def already_replied(channel_id: str, ref: str) -> bool:
-    return bool(get_redis().exists(f"{REPLIED_PREFIX}{channel_id}:{ref}"))
+    return bool(get_redis().exists(keys.REPLIED.key(channel_id, ref)))
 
 
 def _mark_replied(channel_id: str, ref: str) -> None:
-    get_redis().set(f"{REPLIED_PREFIX}{channel_id}:{ref}", 1, ex=REPLIED_TTL_S)
+    get_redis().set(keys.REPLIED.key(channel_id, ref), 1, ex=keys.REPLIED.ttl_s())
 
 
 def state_reply(outcome: str) -> Reply:
@@ -89,19 +88,16 @@ def reply_to_command(channel_id: str, wire_msg_id: str, user_id: str, kind: str,
     claimcheck.discard(key)
 
 
-QUESTIONS_PREFIX = "jeeves:questions:"
-
-
 def _question_allowed(user_id: str) -> bool:
     """At most JEEVES_QUESTIONS_PER_MINUTE questions per person per minute (each may call a model), across
     channels; a fixed one-minute window on Redis' clock."""
     limit = settings.JEEVES.questions_per_minute
     if limit <= 0:
         return True
-    key = f"{QUESTIONS_PREFIX}{user_id}"
+    key = keys.QUESTIONS.key(user_id)
     pipe = get_redis().pipeline()
     pipe.incr(key)
-    pipe.expire(key, 60, nx=True)
+    pipe.expire(key, keys.QUESTIONS.ttl_s(), nx=True)
     count, _ = pipe.execute()
     return int(count) <= limit
 

@@ -16,16 +16,13 @@ from django.conf import settings
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from jeeves import keys
 from jeeves.redis import get_redis
 from knowledge import channels
 from wire_bridge import auth, events
 from wire_bridge.inbound import Ident, MessageText, Name
 
 logger = logging.getLogger(__name__)
-
-POLL_PREFIX = "jeeves:poll:"
-# Redis keeps no history across restarts; a click on a poll older than this gets a polite "lapsed".
-POLL_TTL_S = 30 * 24 * 3600
 
 
 class _Model(BaseModel):
@@ -196,12 +193,14 @@ def translate(push: RomanPush) -> events.Event | None:
 
 
 def remember_poll(poll_id: str, channel_id: str, button_ids: list[str]) -> None:
-    get_redis().set(POLL_PREFIX + poll_id, json.dumps({"channel_id": channel_id, "buttons": button_ids}), ex=POLL_TTL_S)
+    get_redis().set(
+        keys.POLL.key(poll_id), json.dumps({"channel_id": channel_id, "buttons": button_ids}), ex=keys.POLL.ttl_s()
+    )
 
 
 def poll_button(poll_id: str, channel_id: str, offset: int) -> str | None:
     """The button id at `offset` of a poll Jeeves sent to `channel_id` (None if unknown or another channel's)."""
-    raw = get_redis().get(POLL_PREFIX + poll_id)
+    raw = get_redis().get(keys.POLL.key(poll_id))
     if raw is None:
         return None
     data = json.loads(raw)

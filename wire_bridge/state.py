@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
 from django.dispatch import receiver
 
+from jeeves import keys
 from jeeves.redis import get_redis
 from knowledge import channels
 from knowledge.models import ChannelState
-from pipeline import claimcheck, window
+from pipeline import window
 from wire_bridge.commands import Kind
 
 _TARGET: dict[Kind, ChannelState] = {
@@ -52,12 +51,7 @@ def forget_recent(channel_id: str) -> None:
 
 def purge_pending_text(channel_id: str) -> int:
     client = get_redis()
-    pattern = _glob_escape(claimcheck.key_for(channel_id, "")) + "*"
-    keys = list(client.scan_iter(match=pattern, count=500))
-    if keys:
-        client.delete(*keys)
-    return len(keys)
-
-
-def _glob_escape(value: str) -> str:
-    return re.sub(r"([\\*?\[\]])", r"\\\1", value)
+    found = list(client.scan_iter(match=keys.CLAIM_CHECK.pattern(channel_id), count=500))
+    if found:
+        client.delete(*found)
+    return len(found)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from pipeline import liveness
+from jeeves import keys
 from tests.chaos import harness
 from tests.conftest import ROOT
 
@@ -35,7 +35,7 @@ def test_a_worker_20_seconds_ahead_processes_everything_and_reports_its_skew(cha
         harness.settle(traffic, timeout=240)
         result = harness.tally(f"worker clock {SHIFT_S} s ahead", traffic)
         record_row(result)
-        offsets = redis.Redis.from_url(chaos_redis.url, decode_responses=True).hgetall(liveness.CLOCKS)
+        offsets = redis.Redis.from_url(chaos_redis.url, decode_responses=True).hgetall(keys.CLOCK.key())
         log = worker.log()
     finally:
         worker.stop()

@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
+from jeeves import keys
 from jeeves.redis import get_redis
 from knowledge import services
 from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, MessageReceipt
@@ -49,10 +50,10 @@ def _ref(*msg_ids: str) -> dict:
 @pytest.fixture(autouse=True)
 def clean_redis(redis_client: redis.Redis):
     def wipe() -> None:
-        for pattern in (f"{claimcheck.PREFIX}*", f"{window.PREFIX}*"):
-            keys = list(redis_client.scan_iter(match=pattern))
-            if keys:
-                redis_client.delete(*keys)
+        for pattern in (keys.CLAIM_CHECK.pattern(), keys.WINDOW.pattern()):
+            found = list(redis_client.scan_iter(match=pattern))
+            if found:
+                redis_client.delete(*found)
 
     wipe()
     yield

@@ -58,6 +58,7 @@ def test_metrics_answer_200_with_redis_down_depths_nan_and_up_zero(client, setti
 def test_metrics_report_clock_offsets_and_tasks_put_back(client, settings, redis_client):
     """Each worker's sweeper records its clock's offset to Redis'; /metrics exports them, the web's own, and
     how many tasks sweepers put back; a process over JEEVES_CLOCK_SKEW_S is logged."""
+    from jeeves import keys
     from pipeline import liveness
 
     offset = liveness.measure_clock()
@@ -68,4 +69,4 @@ def test_metrics_report_clock_offsets_and_tasks_put_back(client, settings, redis
     processes = {s.labels["process"] for s in families["jeeves_clock_offset_seconds"]}
     assert "web" in processes and len(processes) >= 2  # the web's, and this process's recorded one
     assert "jeeves_tasks_put_back" in families
-    redis_client.delete(liveness.CLOCKS)
+    redis_client.delete(keys.CLOCK.key())

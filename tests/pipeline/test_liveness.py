@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 
+from jeeves import keys
 from pipeline import liveness
 from tests.chaos.harness import PrivateRedis
 
@@ -40,7 +41,7 @@ def test_a_task_whose_worker_died_is_put_back_and_a_live_one_is_not(private, set
     settings.JEEVES = dataclasses.replace(settings.JEEVES, task_lease_s=4)
     dead = _deliver(private, "classify", age_s=30)
     alive = _deliver(private, "classify", age_s=30)
-    private.set(liveness.LEASE_PREFIX + alive, "1", ex=4)
+    private.set(keys.LEASE.key(alive), "1", ex=4)
     fresh = _deliver(private, "classify", age_s=1)  # just taken: its lease is about to be written
     later = (datetime.now(UTC) + timedelta(seconds=60)).isoformat()
     waiting = _deliver(private, "extract", age_s=30, eta=later)  # a countdown a live worker holds
@@ -53,4 +54,4 @@ def test_a_task_whose_worker_died_is_put_back_and_a_live_one_is_not(private, set
     still = {json.loads(v)[0]["headers"]["id"] for v in private.hvals(liveness.UNACKED)}
     assert still == {alive, fresh, waiting}
     assert liveness.sweep(private) == []  # put back once
-    assert int(private.get(liveness.RESTORED)) == 2
+    assert int(private.get(keys.SWEEP_RESTORED.key())) == 2

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from jeeves import keys as key_families
 from jeeves.cli import replay
-from wire_bridge.ingest import SEEN_PREFIX
-from wire_bridge.respond import REPLIED_PREFIX
 
 pytestmark = pytest.mark.django_db
 
@@ -18,8 +17,8 @@ def test_reset_forgets_the_channels_seen_and_replied_markers(redis_client):
         "c0ffee00-0000-4000-8000-000000000002@wire.example",
     )
     keys = {
-        f"{prefix}{cid}:m{n:03d}": cid
-        for prefix in (SEEN_PREFIX, REPLIED_PREFIX)
+        family.key(cid, f"m{n:03d}"): cid
+        for family in (key_families.SEEN, key_families.REPLIED)
         for cid in (mine, other)
         for n in range(3)
     }

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from jeeves import keys
 from jeeves.celery import app as celery_app
 from knowledge.models import ChannelConfig
 from pipeline import debounce
@@ -20,7 +21,7 @@ CHANNEL = "5eca1e00-0000-4000-8000-000000000001@wire.example"
 
 def test_a_stale_epoch_run_hands_pending_messages_to_the_current_epoch(redis_client):
     ChannelConfig.objects.create(channel_id=CHANNEL, organisation_id="wire.example", epoch=1)
-    lock = f"{debounce.PREFIX}lock:{CHANNEL}"
+    lock = keys.EXTRACT_LOCK.key(CHANNEL)
     try:
         redis_client.set(lock, "0", ex=60)  # the epoch-0 run's schedule lock, still held
         before = redis_client.llen("extract")

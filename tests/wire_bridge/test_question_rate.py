@@ -8,10 +8,11 @@ import uuid
 import pytest
 from django.test import override_settings
 
+from jeeves import keys
 from tests.wire_bridge.conftest import wire_config
 from wire_bridge import replies
 from wire_bridge.commands import Command, Kind
-from wire_bridge.respond import QUESTIONS_PREFIX, build_reply
+from wire_bridge.respond import build_reply
 
 pytestmark = pytest.mark.django_db
 
@@ -26,6 +27,6 @@ def test_a_person_over_the_question_limit_is_asked_to_wait_and_others_are_not(re
             assert answers[0] != replies.TOO_MANY_QUESTIONS and answers[1] != replies.TOO_MANY_QUESTIONS
             assert answers[2] == replies.TOO_MANY_QUESTIONS
             assert build_reply(channel, other, "q9", question, []).text != replies.TOO_MANY_QUESTIONS
-            assert 0 < redis_client.ttl(f"{QUESTIONS_PREFIX}{asker}") <= 60
+            assert 0 < redis_client.ttl(keys.QUESTIONS.key(asker)) <= 60
     finally:
-        redis_client.delete(f"{QUESTIONS_PREFIX}{asker}", f"{QUESTIONS_PREFIX}{other}")
+        redis_client.delete(keys.QUESTIONS.key(asker), keys.QUESTIONS.key(other))
