@@ -17,6 +17,7 @@ import redis
 from django.conf import settings
 from django.test import override_settings
 
+from jeeves import keys
 from jeeves.queues import LOW_PRIORITY, queue_lists
 from knowledge.models import ChannelConfig
 from pipeline import members
@@ -53,6 +54,8 @@ def test_a_channel_over_its_rate_is_received_classified_offline_and_served_after
     assert r.llen(classify_lists[-1]) == 3 and classify_lists[-1].endswith(str(LOW_PRIORITY))
     # A worker pops the default list first: the quiet channel's message before the flood's excess.
     assert r.llen(classify_lists[0]) == 4
+    # The bucket lasts the time it takes to fill, and a minute: ceil(3 / 0.01) + 60 s.
+    assert 350 < r.ttl(keys.BUCKET.key(flood)) <= 360
 
 
 def test_a_user_joined_before_app_added_is_kept_for_it(client, wire_settings):
