@@ -210,7 +210,7 @@ SWEEP_RESTORED = Family(
     owner="pipeline/liveness.py",
     description="exported at /metrics (jeeves_tasks_put_back)",
     ttl=None,
-    no_ttl="a counter since Redis started (Redis keeps nothing across restarts); one key, ids of nothing",
+    no_ttl="a counter since Redis started (Redis keeps nothing across restarts): one key, a number, no ids",
 )
 RECONCILE_LOCK = Family(
     name="reconcile-lock",
