@@ -174,10 +174,20 @@ class _Speaker:
 
     # ------------------------------------------------------------------ the rest
 
+    def said_by(self, record: Record) -> str:
+        """Who raised a signal, by name ("" when no one is known)."""
+        names = [n for n in (self.setting.names.get(u) for u in record.detail.get("participants") or []) if n]
+        return " and ".join(names[:2])
+
     def note(self, record: Record) -> str:
         if record.type == "summary":
             return f"From the {record.status} summary to {self.date(record.occurred_at)}: {_sentence(record.text)}."
-        return f"Noted on {self.date(record.occurred_at)}: {_sentence(record.text)}{self.ref(record)}."
+        when, who = self.date(record.occurred_at), self.said_by(record)
+        if record.type == "signal" and record.status == "blocker":
+            opening = f"{who} raised a blocker on {when}" if who else f"A blocker was raised on {when}"
+        else:
+            opening = f"{who} noted on {when}" if who else f"Noted on {when}"
+        return f"{opening}: {_sentence(record.text)}{self.ref(record)}."
 
     def lead(self, record: Record, form: str) -> str:
         if record.type == "action":
@@ -189,7 +199,9 @@ class _Speaker:
     def support(self, record: Record) -> str:
         """A supporting record in one sentence, said as what it adds to the lead."""
         if record.type == "signal" and record.status == "blocker":
-            return f"One notes a blocker on {self.date(record.occurred_at)}: {_sentence(record.text)}."
+            who = self.said_by(record)
+            by = f", raised by {who}" if who else ""
+            return f"One notes a blocker on {self.date(record.occurred_at)}{by}: {_sentence(record.text)}."
         if record.type == "decision":
             return f"Also decided, on {self.date(record.occurred_at)}: {_sentence(record.text)}{self.ref(record)}."
         if record.type == "action":

@@ -69,8 +69,8 @@ _QUERIES: dict[str, str] = {
     """,
     "signal": """
         SELECT h.rank, 'signal', s.id::text, NULL, s.channel_id, {chname}, s.occurred_at, s.confidence::float8,
-               s.summary, s.signal_type, s.source_ref::jsonb, NULL::text, NULL::text, NULL::text[], NULL::timestamptz,
-               NULL::timestamptz, {sim_signal}, {cov_s}
+               s.summary, s.signal_type, s.source_ref::jsonb, NULL::text, NULL::text, s.participants::text[],
+               NULL::timestamptz, NULL::timestamptz, {sim_signal}, {cov_s}
         FROM hits h JOIN conversation_signals s ON h.t = 'signal' AND s.id = h.id::uuid WHERE {scope}
     """,
     "summary": """
@@ -153,6 +153,8 @@ def _record(row: tuple[Any, ...]) -> Record:
         detail = {"rationale": x1, "decided_by": xs, "valid_until": t1, "superseded_by": x2}
     elif kind == "action":
         detail = {"owner_id": x1, "owner_name": x2, "deadline": t1, "completed_at": t2}
+    elif kind == "signal":
+        detail = {"participants": xs or []}
     elif kind == "summary":
         detail = {"period_start": t1, "period_end": occurred}
     elif kind == "entity":

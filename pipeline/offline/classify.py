@@ -44,7 +44,7 @@ def gist(text: str, categories: list[str], author_name: str) -> str:
     core = restate.normal_form(text, who)
     if len(core.split()) < 3:
         return ""
-    return restate.fit(restate.sentence(f"Update from {who}: {core}"), [text])[:300]
+    return restate.fit(restate.sentence(core), [text])[:300]  # the author is the signal's participant
 
 
 def classify(

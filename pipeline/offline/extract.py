@@ -125,7 +125,8 @@ def _decision_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
         core_at = record.proposal
     author = w.name(w.msgs[core_at].author_id)
     core = restate.normal_form(w.msgs[core_at].text, author)
-    text = restate.sentence(f"Decided: {core}" if core else f"{author} confirmed a decision")
+    # The decision itself, as knowledge: who decided and when are fields of the record, said by the answer.
+    text = restate.sentence(core) if core else ""
     return restate.fit(text, sources), sources
 
 
@@ -134,7 +135,7 @@ def _rationale(w: _Window, ids: list[int], sources: list[str]) -> str | None:
         if match := _RATIONALE.search(w.msgs[i].text):
             reason = restate.normal_form(match.group(1), w.name(w.msgs[i].author_id))
             if len(reason.split()) >= 2:
-                return restate.fit(restate.sentence(f"Reason given: {reason}"), sources)[:600] or None
+                return restate.fit(restate.sentence(reason), sources)[:600] or None
     return None
 
 
@@ -235,16 +236,17 @@ def _signals(w: _Window, taken: set[int]) -> list[ExtractedSignal]:
         if not w.pending[i] or i in taken:
             continue
         if w.scored.over("blocker", i):
-            kind, lead = "blocker", "Blocker raised by {who}: {core}"
+            kind = "blocker"
         elif w.scored.over("update", i) and (_FIGURE.search(msg.text) or deadlines.resolve(msg.text, msg.ts.date())):
-            kind, lead = "update", "Update from {who}: {core}"  # an update stating a figure or a date
+            kind = "update"  # an update stating a figure or a date
         else:
             continue
         who = w.name(msg.author_id)
         core = restate.normal_form(msg.text, who)
         if len(core.split()) < 3:
             continue
-        summary = restate.fit(restate.sentence(lead.format(who=who, core=core)), [msg.text])[:400]
+        # What was said, restated; who said it is the signal's participants, its kind the signal type.
+        summary = restate.fit(restate.sentence(core), [msg.text])[:400]
         if summary:
             out.append(
                 ExtractedSignal(

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from lemminflect import getLemma
+
 from knowledge.verbatim import MAX_RUN, kept_share, longest_common_run, words
 
 _URL = re.compile(r"https?://\S+|www\.\S+")
@@ -144,11 +146,16 @@ def sentence(text: str) -> str:
     text = text.strip(" ,;:-")
     if not text:
         return text
-    text = text[0].upper() + text[1:]
+    first = text.split(" ", 1)[0]
+    if not any(c.isupper() for c in first[1:]):  # "iOS", "eBay", "macOS" keep their case
+        text = text[0].upper() + text[1:]
     return text if text.endswith((".", "…", "?")) else text + "."
 
 
-MAX_SHARE = 0.6  # of a source message's words a record may keep, in order
+# Of a source message's words a record may keep, in order. The audit's goals are a median at most 0.6 and
+# no record at 0.9 or more: a cap of 0.8 per record meets both (dev median 0.54, train 0.37) and leaves a
+# whole clause where 0.6 cut most records mid-phrase ("every P1 gets.").
+MAX_SHARE = 0.8
 MAX_WORDS = 32  # a record is a sentence, not a paragraph
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _ASIDE = re.compile(
@@ -223,7 +230,19 @@ def task(text: str, actor: str, owner: str) -> str:
 
 def _verb_phrase(text: str) -> str:
     text = re.sub(r"^(?:will|to|be able to|need to|have to|should|must)\s+", "", text.strip(" ,;:-.?!"), flags=re.I)
-    return text
+    return base_form(text)
+
+
+def base_form(phrase: str) -> str:
+    """A task said with a gerund ("making Kofi an offer") in the base form that follows "to" ("make Kofi an
+    offer"), by lemminflect's dictionary (a maintained English lemmatiser, no model download)."""
+    first, _, rest = phrase.partition(" ")
+    word = first.casefold()
+    if len(word) > 4 and word.endswith("ing") and word.isalpha():
+        lemmas = getLemma(word, upos="VERB")
+        if lemmas and lemmas[0] != word:
+            return f"{lemmas[0]} {rest}".strip()
+    return phrase
 
 
 def _trim(tokens: list[str]) -> list[str]:
