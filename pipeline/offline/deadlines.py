@@ -34,7 +34,7 @@ _ORD = r"(\d{1,2})(?:st|nd|rd|th)"
 
 _SAME_DAY = re.compile(
     r"\b(today|tonight|eod|end of (the )?day|this (morning|afternoon|evening)|before the \d{1,2}(:\d\d)? ?(am|pm)\b"
-    r"|by \d{1,2}(:\d\d)? ?(am|pm)|by lunch|by close of play|cop)\b"
+    r"|by \d{1,2}(:\d\d)? ?(am|pm)|by lunch(time)?|(by )?close of (play|business)|cop|cob|eob)\b"
 )
 _TOMORROW = re.compile(r"\b(tomorrow|tmrw|tmr)\b")
 _NEXT_WEEKDAY = re.compile(rf"\b(next {_WD}|{_WD} next week|end of next week|next week)\b")
@@ -133,10 +133,10 @@ def resolve(text: str, today: date) -> date | None:
         named = re.search(_WD, phrase)
         weekday = _weekday_index(named.group(0)) if named else 4
         return _following_week(today, 4 if weekday is None else weekday)
+    if _TOMORROW.search(lowered):  # "end of day tomorrow", "tomorrow EOD": tomorrow
+        return today + timedelta(days=1)
     if _SAME_DAY.search(lowered):
         return today
-    if _TOMORROW.search(lowered):
-        return today + timedelta(days=1)
     if _THIS_WEEK.search(lowered):
         friday = today - timedelta(days=today.weekday()) + timedelta(days=4)
         return friday if friday >= today else today
