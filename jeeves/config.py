@@ -142,12 +142,12 @@ class SlotConfig:
 
 @dataclass(frozen=True)
 class JeevesConfig:
-    # Model provider and slots (DESIGN.md §6)
+    # Model provider and slots (docs/architecture.md §6)
     llm_base_url: str
     llm_api_key: str
     llm_timeout_ms: int
     slots: dict[str, SlotConfig]
-    # Thresholds (seed plan §7)
+    # Thresholds (docs/architecture.md §6)
     extract_confidence_min: float
     complexity_threshold: float
     entity_dedup_threshold: float
@@ -156,7 +156,7 @@ class JeevesConfig:
     embed_dims: int
     embed_messages: bool
     embed_threads: int
-    # Pipeline timing and bounds (DESIGN.md §5)
+    # Pipeline timing and bounds (docs/architecture.md §2-§4)
     queue_ttl_s: int
     window_size: int
     window_max_age_s: int
@@ -179,14 +179,14 @@ class JeevesConfig:
     channel_burst: int
     # Questions one person may ask per minute before the answer is a polite "one moment" (model spend)
     questions_per_minute: int
-    # Forgetting (DESIGN.md §1, principle 7)
+    # Forgetting (docs/guarantees.md §7)
     retention_after_leave_days: int  # a channel Jeeves left is purged this long after; 0 = at once
     retention_days: int  # records older than this are aged out nightly; 0 = kept
-    # Retrieval (DESIGN.md §7)
+    # Retrieval (docs/architecture.md §7)
     context_tokens: int
     recency_half_life_days: float
     path_weights: dict[str, float]
-    # Wire bridge (DESIGN.md §8)
+    # Wire bridge (docs/wire-protocols.md)
     wire_secret: str
     wire_sidecar_url: str
     wire_app_id: str

@@ -19,7 +19,7 @@ from jeeves.config import ConfigError, load, unsafe_start
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-# Offline facts (DESIGN.md §6): no price-list fetch, no hub look-ups. Set before litellm or
+# Offline facts (docs/architecture.md §6): no price-list fetch, no hub look-ups. Set before litellm or
 # sentence-transformers is imported anywhere in the process.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

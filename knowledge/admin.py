@@ -1,4 +1,4 @@
-"""The review desk (DESIGN.md §4): teams review what Jeeves extracted; ops see model usage.
+"""The review desk (docs/architecture.md §5): teams review what Jeeves extracted; ops see model usage.
 
 Records the pipeline owns are read-only here except for the review actions (confirm, supersede,
 reverse, reject; done/cancel for actions). Sources show message ids, time range and channel name,

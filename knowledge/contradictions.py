@@ -1,4 +1,4 @@
-"""Writes of the contradiction duty (DESIGN.md §9): judged pairs of decisions, held, raised once, answered.
+"""Writes of the contradiction duty (docs/architecture.md §8): judged pairs of decisions, held, raised once, answered.
 
 A pair (older, newer) is recorded once with the judge's verdict. A replacement the team stated is
 applied at once (the older is superseded); a contradiction, or a replacement nobody stated, is held

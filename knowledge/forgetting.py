@@ -1,4 +1,4 @@
-"""Forgetting on request (DESIGN.md §1, principle 7): a message its author deleted, a channel Jeeves has
+"""Forgetting on request (docs/guarantees.md §7): a message its author deleted, a channel Jeeves has
 left, everything of one person, records past retention. Every table, embeddings included, no orphan.
 
 Like knowledge/services.py these are the writes; the bridge, the tasks and `jeeves purge` decide when.

@@ -1,4 +1,4 @@
-"""The knowledge schema (seed plan §6 + DESIGN.md §4). No column anywhere holds raw message text.
+"""The knowledge schema (docs/architecture.md §5). No column anywhere holds raw message text.
 
 Text columns (`summary`, `description`, `rationale`, `context`) hold synthesised restatements
 written by `knowledge.services`, which guards against verbatim runs. `source_ref` points back
@@ -70,7 +70,7 @@ class ChannelConfig(models.Model):
     state_changed_by = models.TextField(null=True, blank=True)
     epoch = models.IntegerField(default=0, db_default=0, help_text="Bumped on secure: in-flight tasks drop")
     # Derived by the database from Wire's conversation type, never written: a lost member cache
-    # cannot turn a group into a 1:1 (DESIGN.md §1, principle 3).
+    # cannot turn a group into a 1:1 (docs/guarantees.md §2).
     is_personal = models.GeneratedField(
         expression=Q(conversation_type="ONE_TO_ONE"),
         output_field=models.BooleanField(),
@@ -181,7 +181,7 @@ class ConflictStatus(models.TextChoices):
 
 
 class DecisionConflict(models.Model):
-    """A pair of decisions of one channel, judged once after the newer was recorded (DESIGN.md §9).
+    """A pair of decisions of one channel, judged once after the newer was recorded (docs/architecture.md §8).
 
     At most one row per pair (`older`, `newer`): a pair is judged, held, raised and answered once.
     `reason` is the judge's one-line synthesised reason, never message text.

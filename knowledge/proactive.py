@@ -1,4 +1,4 @@
-"""Writes of the proactive tier (DESIGN.md §9): claiming stale actions for a nudge, channel summaries, and
+"""Writes of the proactive tier (docs/architecture.md §8): claiming stale actions for a nudge, channel summaries, and
 the personal digest's subscriptions."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from knowledge.services import guard_text
 
 logger = logging.getLogger(__name__)
 
-# An action is asked about at most once a day (seed plan §12.1); the grace lets the same beat slot
+# An action is asked about at most once a day (docs/architecture.md §8); the grace lets the same beat slot
 # a day later (which may fire a little early) ask again.
 RECHECK_AFTER = timedelta(hours=24)
 BEAT_GRACE = timedelta(minutes=10)

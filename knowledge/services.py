@@ -134,7 +134,7 @@ def bump_counter(channel_id: str, name: str, by: int = 1) -> None:
 
 # --------------------------------------------------------------------------- the no-verbatim guard
 
-# Stored text may share at most nine consecutive words with a message (DESIGN.md §1); ten is a copy.
+# Stored text may share at most nine consecutive words with a message (docs/guarantees.md §4); ten is a copy.
 VERBATIM_RUN = 10
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*", re.UNICODE)
 
@@ -471,7 +471,7 @@ def upsert_entity(
     run_key: str | None = None,
     mention_ids: Sequence[str] = (),
 ) -> Written:
-    """Entity dedup (seed plan §2.1): same organisation and type, alias or normalised-name match,
+    """Entity dedup (docs/architecture.md §5, entities): same organisation and type, alias or normalised-name match,
     else embedding cosine ≥ JEEVES_ENTITY_DEDUP_THRESHOLD; a match is updated, else inserted.
     `run_key` makes a redelivered run count a mention once; with `mention_ids` (the run's message
     ids) the mention keeps its evidence, so deleting those messages takes it away again."""

@@ -1,7 +1,7 @@
 """The no-verbatim rule: how many consecutive words a synthesised text shares with its sources, and
 what share of a source's words it keeps in order.
 
-Stored text must never carry a run of ten or more words of a message (DESIGN.md §1). Words are
+Stored text must never carry a run of ten or more words of a message (docs/guarantees.md §4). Words are
 case-folded alphanumeric runs (apostrophes kept inside words), so punctuation and spacing
 changes do not hide a copied run.
 """

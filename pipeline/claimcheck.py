@@ -1,4 +1,4 @@
-"""Claim-check keys: message text parked in Redis with a TTL; tasks carry only the key (DESIGN.md §5)."""
+"""Claim-check keys: message text parked in Redis with a TTL; tasks carry only the key (docs/architecture.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The contradiction duty (DESIGN.md §9): after each new decision, judge it against the channel's recent
+"""The contradiction duty (docs/architecture.md §8): after each new decision, judge it against the channel's recent
 decisions; apply a replacement the team stated, and raise a conflict once, with buttons, when both
 decisions are over 30 minutes old and the channel is listening.
 

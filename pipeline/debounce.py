@@ -1,4 +1,4 @@
-"""Debounced extraction per channel (DESIGN.md §5): one run per burst, and a watermark so no
+"""Debounced extraction per channel (docs/architecture.md §2, step 6): one run per burst, and a watermark so no
 message is extracted twice.
 
 Redis keys per channel (ids only, never text):

@@ -371,7 +371,7 @@ def _entity(channel: ChannelConfig, known: dict[str, Entity], name: str) -> Enti
 
 
 def _record_failure(channel: ChannelConfig, win: list[WindowMessage], pending_ids: list[str]) -> None:
-    """Seed plan §2.14: a failed extraction leaves one discussion signal (confidence 0.3)."""
+    """docs/architecture.md §2 (step 7): a failed extraction leaves one discussion signal (confidence 0.3)."""
     by_id = {m.id: m for m in win}
     ids = [i for i in pending_ids if i in by_id]
     authors = list(dict.fromkeys(by_id[i].author_id for i in ids))

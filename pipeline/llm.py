@@ -1,4 +1,4 @@
-"""The LLM slot layer (DESIGN.md §6): seven slots, one provider, all through litellm's Router.
+"""The LLM slot layer (docs/architecture.md §6): seven slots, one provider, all through litellm's Router.
 
 A slot's chain is its model (retried once on 429/503/timeout), then its fallback model (retried
 once), then the offline engine (`local`). Structured answers use JSON mode and are parsed into a

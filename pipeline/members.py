@@ -1,4 +1,4 @@
-"""The per-channel member cache in Redis (DESIGN.md §4: members live in Redis, not Postgres).
+"""The per-channel member cache in Redis (docs/architecture.md §4: members live in Redis, not Postgres).
 
 A hash `jeeves:members:{channel_id}`: field = qualified user id ("uuid@domain"), value = JSON
 {"role": str, "name": str|None, "handle": str|None}. The bridge writes it on app added / user

@@ -3,7 +3,7 @@
 They are the contract between the slot layer, the offline engine and the knowledge services.
 Message ids in `source_msg_ids` are Wire message ids from the window the tier was given.
 
-Model output is untrusted, all of it (DESIGN.md §1, principle 4): every field is bounded in count,
+Model output is untrusted, all of it (docs/guarantees.md §6): every field is bounded in count,
 length and characters here. A text that is too long fails validation (the slot retries, then falls
 back); a list that is too long is cut; a tag that is not a tag (too long, too many words, odd
 characters) is dropped. What is stored is also run through the no-verbatim guard (knowledge.services).

@@ -1,4 +1,4 @@
-"""Staleness nudges (DESIGN.md §9, seed plan §12.1): one question per overdue open action, in Jeeves' voice.
+"""Staleness nudges (docs/architecture.md §8): one question per overdue open action, in Jeeves' voice.
 
 The nudge is worded from the stored action (its synthesised description, owner and deadline),
 never from a message, and posted by the bridge's `send_message` task on the respond queue.
@@ -83,7 +83,7 @@ def _task_phrase(action: Action, owner: str | None) -> str:
 
 
 def nudge_text(action: Action, now: datetime) -> str:
-    """The question, modelled on seed plan §12.1: "If I may, Tom undertook to complete the API review
+    """The question, as docs/architecture.md §8 words it: "If I may, Tom undertook to complete the API review
     by Friday. That was four days ago and I haven't noted any subsequent update. Shall I mark this as
     still in progress, or has it been resolved?" """
     zone = channel_zone(action.channel.timezone)

@@ -43,10 +43,10 @@ from pipeline.staleness import channel_zone
 logger = logging.getLogger(__name__)
 
 Granularity = Literal["daily", "weekly"]
-SUMMARY_HOUR = 8  # DESIGN.md §9: 08:00 in the channel's timezone
+SUMMARY_HOUR = 8  # docs/architecture.md §8: 08:00 in the channel's timezone
 LIST_LIMIT = 10
 SIGNAL_LIMIT = 5
-# Which notes a summary mentions first (seed plan §6.6 types).
+# Which notes a summary mentions first (signal types: docs/architecture.md §5).
 _SIGNAL_ORDER = [SignalType.BLOCKER, SignalType.CONCERN, SignalType.QUESTION, SignalType.UPDATE, SignalType.DISCUSSION]
 _SIGNAL_LABEL = {
     SignalType.BLOCKER: "A blocker",
@@ -124,7 +124,7 @@ def period_for(granularity: Granularity, local_now: datetime) -> Period:
 def due_channels(granularity: Granularity, now: datetime) -> list[tuple[ChannelConfig, Period]]:
     """Active group channels where it is now the summary hour, with the period to summarise.
 
-    A 1:1 gets no channel summary: retrieval never reads one there (DESIGN.md §1, scope).
+    A 1:1 gets no channel summary: retrieval never reads one there (docs/guarantees.md §2).
     """
     due = []
     channels = ChannelConfig.objects.filter(state=ChannelState.ACTIVE, left_at__isnull=True, is_personal=False)

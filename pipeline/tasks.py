@@ -235,7 +235,7 @@ def staleness_check() -> None:
 
 @shared_task(name="pipeline.tasks.check_contradictions", queue=Queue.EXTRACT.value)
 def check_contradictions(channel_id: str, epoch: int, decision_ids: list[str]) -> None:
-    """After an extraction run: judge its decisions against the channel's recent ones (DESIGN.md §9)."""
+    """After an extraction run: judge its decisions against the channel's recent ones (docs/architecture.md §8)."""
     from pipeline import contradictions
 
     channel = _accepting(channel_id, epoch, "contradiction_check")

@@ -1,4 +1,4 @@
-"""Answers in Jeeves' voice (DESIGN.md §7): offline templates over the context pack, or the `respond` slot.
+"""Answers in Jeeves' voice (docs/architecture.md §7): offline templates over the context pack, or the `respond` slot.
 
 An answer leads with the answer: its first sentence is the best record said in the form the question
 asks for (who: owner and deadline; when; status; why: the reason; a decision: what, who, when), then at

@@ -4,7 +4,7 @@ A channel sees its own records. A 1:1 conversation (`is_personal`: Wire's conver
 sees the organisation, but only records the asking user authored, owns or decided. A channel Jeeves
 has left (waiting for its purge) is outside every scope: asking there finds nothing, and a 1:1 never
 reaches its records. Scope is decided here from channel_config, never by a model, and never applied
-to results after the fact (DESIGN.md §1, principle 3).
+to results after the fact (docs/guarantees.md §2).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The command router's grammar: is a message addressed to Jeeves, and which command (DESIGN.md §8) is it.
+"""The command router's grammar: is a message addressed to Jeeves, and which command (docs/wire-protocols.md §6) is it.
 
 Pure functions, no I/O: the bridge uses them at ingest (state commands take effect there, before
 anything is queued) and the respond worker re-parses the parked body for the arguments.

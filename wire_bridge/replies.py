@@ -1,8 +1,11 @@
-"""What Jeeves says for the commands the bridge answers itself (voice: DESIGN.md §7, wording: seed plan §5.1)."""
+"""What Jeeves says for the commands the bridge answers itself.
+
+Voice: docs/architecture.md §7; the state replies' fixed wording: docs/wire-protocols.md §8.
+"""
 
 from __future__ import annotations
 
-# Seed plan §5.1, word for word.
+# Fixed wording (docs/wire-protocols.md §8).
 RESUMED = "Very good. I shall resume my duties forthwith."
 PAUSED = "Understood. I shall step out. Do let me know when you require my attention again."
 SECURED = (

@@ -1,7 +1,7 @@
 """Sidecar protocol v1: the JSON a Wire Apps SDK sidecar POSTs to `/wire/events`, parsed into internal events.
 
 Body `{"eventId": str?, "type": ..., ...}`; the seven types mirror the SDK's handler callbacks
-(see shared/wire-protocols.md §A). Jeeves' extensions of v1, all optional:
+(docs/wire-protocols.md §2). Jeeves' extensions of v1, all optional:
 - members in `app_added` / `user_joined` may carry `name` and `handle` strings (the SDK can
   resolve profiles; the replay tool sends them); they go into the member cache;
 - `app_added` may carry `timezone`, an IANA name for the channel (stored in channel_config).

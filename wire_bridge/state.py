@@ -44,7 +44,7 @@ def _flush_on_secure(sender, channel_id: str, transition: channels.Transition, *
 
 
 def forget_recent(channel_id: str) -> None:
-    """Flush the channel's window and delete its pending claim-check text (DESIGN.md §5)."""
+    """Flush the channel's window and delete its pending claim-check text (docs/guarantees.md §3)."""
     window.flush(channel_id)
     purge_pending_text(channel_id)
 

@@ -1,5 +1,5 @@
 """`jeeves audit [--json] [--channel CH]`: check on the running system that extract-and-forget and
-consent hold (DESIGN.md §1), print per-channel counts, and exit non-zero when a promise is broken.
+consent hold (docs/guarantees.md §1, §3), print per-channel counts, and exit non-zero when a promise is broken.
 
 Reads Redis (key names, TTLs, list lengths) and Postgres through the ORM only. Window entries are
 parsed for their arrival time and counted; no message text is ever printed.

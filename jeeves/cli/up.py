@@ -32,7 +32,7 @@ def add_arguments(parser: ArgumentParser) -> None:
 
 
 def process_table(python: str, *, web_port: int, web_workers: int, beat: bool, flower: bool) -> dict[str, str]:
-    """Name → command line of every process `up` supervises (one worker per queue, DESIGN.md §2)."""
+    """Name → command line of every process `up` supervises (one worker per queue, docs/architecture.md §1)."""
     commands = {
         "web": (
             f"{python} -m gunicorn jeeves.wsgi --bind 127.0.0.1:{web_port} --workers {web_workers}"
@@ -111,7 +111,7 @@ def run(options: dict[str, Any], command) -> None:
         env["REDIS_URL"] = f"redis://127.0.0.1:{cfg.embedded_redis_port}/0"
         valkey_dir = data_root / "valkey"
         valkey_dir.mkdir(exist_ok=True)
-        # Persistence off (DESIGN.md §2): raw text may sit in the window; it must never reach disk.
+        # Persistence off (docs/guarantees.md §1): raw text may sit in the window; it must never reach disk.
         manager.add_process(
             "valkey",
             f"{get_binary_path()} --port {cfg.embedded_redis_port} --bind 127.0.0.1"

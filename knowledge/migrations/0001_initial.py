@@ -22,7 +22,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        # pgvector must exist before any vector column (DESIGN.md §4).
+        # pgvector must exist before any vector column (docs/architecture.md §5).
         VectorExtension(),
         migrations.CreateModel(
             name='ChannelConfig',

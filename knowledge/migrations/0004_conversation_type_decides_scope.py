@@ -1,7 +1,7 @@
 # A 1:1 is Wire's word (its conversation type), persisted: `is_personal` becomes a column the database
 # derives from `conversation_type`, so nothing (a lost member cache included) can write it. Rows keep the
 # type Wire gave them; a Roman channel whose 1:1 was inferred from the member cache is a group until
-# Jeeves is added there again (unknown means group, DESIGN.md §1).
+# Jeeves is added there again (unknown means group, docs/guarantees.md §2).
 
 from django.db import migrations, models
 

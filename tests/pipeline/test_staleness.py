@@ -1,5 +1,5 @@
-"""Staleness nudges: which actions are asked about, once a day, in the seed plan's words, with three buttons,
-and the answers to those buttons; then one pass through a real worker posting to a fake sidecar."""
+"""Staleness nudges: which actions are asked about, once a day, worded as docs/architecture.md §8 says, with
+three buttons, and the answers to those buttons; then one pass through a real worker posting to a fake sidecar."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def _mine(nudges: list[staleness.Nudge], *channels: ChannelConfig) -> list[stale
 
 
 @pytest.mark.django_db
-def test_the_nudge_reads_like_the_seed_plan_with_three_buttons():
+def test_the_nudge_reads_as_documented_with_three_buttons():
     ch = _channel()
     _action(ch, "ACT-0004", "Tom to complete the API review by Friday.", deadline=FRIDAY_EOD)
 

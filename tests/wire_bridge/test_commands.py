@@ -1,4 +1,4 @@
-"""The command grammar: addressing Jeeves, the commands of DESIGN.md §8, UTF-16 offsets."""
+"""The command grammar: addressing Jeeves, the commands of docs/wire-protocols.md §6, UTF-16 offsets."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def body(text: str, mentions: tuple[Mention, ...] = ()) -> str | None:
         ("@jeeves pause the rollout, or not?", Kind.QUESTION),
     ],
 )
-def test_commands_of_design_section_8(text, expected):
+def test_the_documented_commands(text, expected):
     assert parse(body(text)).kind == expected
 
 
