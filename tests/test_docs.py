@@ -6,7 +6,8 @@
 - Links between the docs (and from the README) reach an existing file and heading.
 - Every repository path the docs name exists; `path::test` names a test defined in that file.
 - docs/architecture.md's message path is a numbered walk of at most ten files; each step's file exists and
-  defines every `function()` the step names; its Redis key table lists every `jeeves:` key family the code uses.
+  defines every `function()` the step names; its Redis key table lists every `jeeves:` key family the code uses,
+  each row naming the owner `jeeves/keys.py` gives it.
 """
 
 from __future__ import annotations
@@ -195,3 +196,19 @@ def test_the_redis_key_table_lists_every_key_family_in_the_code():
     assert table, "docs/architecture.md has no §4 (Redis keys)"
     missing = sorted(f for f in families if f"`{f}" not in table.group(1))
     assert not missing, f"key families not in docs/architecture.md §4: {missing}"
+
+
+def test_the_redis_key_table_follows_jeeves_keys():
+    """Each family of jeeves/keys.py has its row, naming the module that owns it."""
+    from jeeves import keys
+
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    table = re.search(r"^## 4\. .*?$(.*?)^## ", text, flags=re.M | re.S).group(1)
+    assert "`jeeves/keys.py`" in table
+    rows = [line for line in table.splitlines() if line.startswith("| `jeeves:")]
+    wrong = []
+    for family in keys.FAMILIES:
+        row = next((r for r in rows if r.startswith(f"| `{family.prefix}")), None)
+        if row is None or f"`{family.owner}`" not in row:
+            wrong.append(f"{family.name}: {family.prefix} owned by {family.owner}")
+    assert not wrong, "rows missing or naming another owner:\n" + "\n".join(wrong)
