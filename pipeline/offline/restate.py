@@ -219,13 +219,24 @@ def normal_form(text: str, actor: str, addressee: str | None = None) -> str:
 
 def task(text: str, actor: str, owner: str) -> str:
     """What an action asks or promises, without "can you"/"I'll" framing, in the third person."""
-    cleaned = clean(text)
+    cleaned = _without_vocative(clean(text), owner)
     for part in sentences(cleaned) or [cleaned]:
         if match := _REQUEST_LEAD.search(part):
             return _verb_phrase(third_person(_first_clause(part[match.end() :]), actor, owner))
         if match := _COMMIT_LEAD.search(part):
             return _verb_phrase(third_person(_first_clause(part[match.end() :]), owner))
     return _verb_phrase(normal_form(cleaned, actor, owner))
+
+
+def _without_vocative(text: str, owner: str) -> str:
+    """The request without the owner's name it opens on ("Teodora, offer them 25%" → "offer them 25%"):
+    the record names the owner itself ("Teodora to offer them 25%")."""
+    names = {n for n in (owner, first_name(owner)) if n and n != "Someone"}
+    for name in sorted(names, key=len, reverse=True):
+        stripped = re.sub(rf"^{re.escape(name)}\b\s*[,:\u2013\u2014-]?\s*", "", text, flags=re.IGNORECASE)
+        if stripped != text and len(stripped.split()) >= 2:
+            return stripped
+    return text
 
 
 def _verb_phrase(text: str) -> str:

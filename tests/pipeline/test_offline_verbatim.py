@@ -67,3 +67,9 @@ def test_a_task_said_with_a_gerund_reads_in_the_base_form() -> None:
 def test_a_sentence_keeps_a_first_word_written_in_mixed_case() -> None:
     assert sentence("iOS 16 is the floor from the next release") == "iOS 16 is the floor from the next release."
     assert sentence("the floor is iOS 16") == "The floor is iOS 16."
+
+
+def test_a_request_opening_on_its_owners_name_does_not_repeat_it() -> None:
+    assert task("Marguerite, book the caterers for the 12th", "Dana", "Marguerite").startswith("book the caterers")
+    assert task("omar: draft the renewal letter today", "Dana", "Omar Haddad").startswith("draft the renewal letter")
+    assert task("Omar thinks the renewal is fine", "Dana", "Marguerite").startswith("Omar thinks")
