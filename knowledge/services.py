@@ -13,7 +13,6 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
-from django.db.models import F
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
@@ -33,7 +32,6 @@ from knowledge.models import (
     EntityRelationship,
     LlmCall,
     MessageReceipt,
-    PipelineCounter,
     Summary,
 )
 
@@ -121,15 +119,16 @@ def mark_receipt(
 
 
 def bump_counter(channel_id: str, name: str, by: int = 1) -> None:
-    updated = PipelineCounter.objects.filter(channel_id=channel_id, name=name).update(
-        value=F("value") + by, updated_at=timezone.now()
-    )
-    if not updated:
-        try:
-            with transaction.atomic():
-                PipelineCounter.objects.create(channel_id=channel_id, name=name, value=by)
-        except IntegrityError:
-            PipelineCounter.objects.filter(channel_id=channel_id, name=name).update(value=F("value") + by)
+    """Add `by` to the channel's counter `name`: one atomic upsert, exact under concurrent workers."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO pipeline_counters (channel_id, name, value, updated_at) VALUES (%s, %s, %s, now())
+            ON CONFLICT (channel_id, name)
+            DO UPDATE SET value = pipeline_counters.value + EXCLUDED.value, updated_at = EXCLUDED.updated_at
+            """,
+            [channel_id, name, by],
+        )
 
 
 # --------------------------------------------------------------------------- the no-verbatim guard

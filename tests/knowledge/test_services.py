@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from knowledge import services
-from knowledge.models import Action, ChannelConfig, Decision, Embedding, Entity
+from knowledge.models import Action, ChannelConfig, Decision, Embedding, Entity, PipelineCounter
 
 T0 = datetime(2026, 3, 2, 9, 20, tzinfo=UTC)
 MESSAGE = "right then, we settle on nightly snapshots kept for thirty days in cold storage from April"
@@ -147,3 +147,21 @@ def test_embeddings_are_idempotent_per_record(channel, settings):
     assert services.record_embedding("decision", d.pk, vector, **kwargs)
     assert not services.record_embedding("decision", d.pk, vector, **kwargs)
     assert Embedding.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_counters_are_exact_when_bumped_concurrently():
+    # Threads, each on its own connection, bump one counter (from nothing: the first bumps race to insert it).
+    channel_id = "c-count@wire.example"
+
+    def bump(n):
+        try:
+            services.bump_counter(channel_id, "expired", 1 + n % 3)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(bump, range(60)))
+    counter = PipelineCounter.objects.get(channel_id=channel_id, name="expired")
+    assert counter.value == sum(1 + n % 3 for n in range(60))
+    assert counter.updated_at is not None
