@@ -17,6 +17,8 @@ from collections.abc import Iterable
 
 from celery import current_app
 from django.conf import settings
+from redis.exceptions import LockNotOwnedError
+from redis.lock import Lock
 
 from jeeves import keys
 from jeeves.queues import Queue
@@ -112,6 +114,14 @@ def _overdue(value: str | None) -> bool:
         return False
 
 
+def _running_lock(channel_id: str) -> Lock:
+    """The channel's running lock: redis-py's Lock (SET NX with a TTL; released by a token-checked delete in
+    one Lua script, so a run whose lease lapsed cannot free the lock a later run took meanwhile)."""
+    return get_redis().lock(
+        _running_key(channel_id), timeout=keys.EXTRACT_RUNNING.ttl_s(), blocking=False, thread_local=False
+    )
+
+
 def begin_run(channel_id: str) -> str | None:
     """Start a run: clear the schedule lock (later messages schedule the next run) and take the
     running lock. None when another run of the channel is in progress."""
@@ -120,21 +130,19 @@ def begin_run(channel_id: str) -> str | None:
     token = uuid.uuid4().hex
     # A lease, renewed while the run lives (pipeline/liveness.py): a run whose worker died frees the
     # channel within one lease instead of stalling it for the extract queue's whole time limit.
-    if client.set(_running_key(channel_id), token, nx=True, ex=keys.EXTRACT_RUNNING.ttl_s()):
+    if _running_lock(channel_id).acquire(token=token):
         liveness.hold_key(_running_key(channel_id), token)
         return token
     return None
 
 
-_END_RUN = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-
 def end_run(channel_id: str, token: str) -> None:
+    """Release the running lock if it still holds `token`; a lock another run took meanwhile stays."""
     liveness.release_key(_running_key(channel_id))
-    get_redis().eval(_END_RUN, 1, _running_key(channel_id), token)
+    try:
+        _running_lock(channel_id).do_release(token)
+    except LockNotOwnedError:
+        logger.info("extract run ended after its lock lapsed (another run may hold it): channel=%s", channel_id)
 
 
 def retry_later(channel_id: str, epoch: int) -> None:
