@@ -1,14 +1,19 @@
 """The outbound Wire client: one interface (`send`, `confirm_button`), two transports (sidecar v1, Roman).
 
 The conversation and (for Roman) the bearer token are always taken from the channel being
-answered, never from the reply, so a reply cannot reach another channel. Retries with backoff
-on 5xx and connection errors, none on 4xx. Mention offsets go out in UTF-16 code units.
+answered, never from the reply, so a reply cannot reach another channel. Each call is one POST over
+the process's pooled HTTP client (`http_client()`); a 5xx or a connection error raises
+`PeerUnavailable`, which the respond tasks retry through Celery (`wire_bridge.tasks.OUTBOUND_RETRY`:
+ATTEMPTS in all, backoff capped at BACKOFF_MAX_S); a 4xx is never retried. Mention offsets go out in
+UTF-16 code units.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import time
+import os
+import threading
 import uuid
 from dataclasses import dataclass
 
@@ -21,8 +26,9 @@ from wire_bridge.events import QualifiedId
 
 logger = logging.getLogger(__name__)
 
+# A send is tried this many times in all (the first and three Celery retries), at most BACKOFF_MAX_S apart.
 ATTEMPTS = 4
-BACKOFF_S = (0.25, 0.5, 1.0)
+BACKOFF_MAX_S = 1
 TIMEOUT_S = 10.0
 
 
@@ -54,9 +60,33 @@ class Reply:
             if not (0 <= m.offset and m.offset + m.length <= len(self.text)):
                 raise ValueError("mention outside the text")
 
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "text": self.text,
+                "mentions": [[m.user_id, m.offset, m.length] for m in self.mentions],
+                "buttons": [[b.id, b.text] for b in self.buttons],
+                "reply_to": self.reply_to,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, raw: str) -> Reply:
+        data = json.loads(raw)
+        return cls(
+            data["text"],
+            mentions=tuple(MentionSpan(u, o, n) for u, o, n in data["mentions"]),
+            buttons=tuple(Button(i, t) for i, t in data["buttons"]),
+            reply_to=data["reply_to"],
+        )
+
 
 class OutboundError(Exception):
     """The peer refused the message (4xx) or stayed unreachable after the retries."""
+
+
+class PeerUnavailable(OutboundError):
+    """The peer answered 5xx or could not be reached: the send may be tried again (the respond tasks retry it)."""
 
 
 class ChannelGone(OutboundError):
@@ -78,22 +108,34 @@ def _utf16_mentions(reply: Reply) -> list[tuple[str, int, int]]:
     ]
 
 
+_client: httpx.Client | None = None
+_client_pid = 0
+_client_lock = threading.Lock()
+
+
+def http_client() -> httpx.Client:
+    """The process's HTTP client (connections kept alive and reused), created on first use in each process:
+    a forked worker child builds its own instead of sharing the parent's sockets."""
+    global _client, _client_pid
+    if _client is None or _client_pid != os.getpid():
+        with _client_lock:
+            if _client is None or _client_pid != os.getpid():
+                _client = httpx.Client(timeout=TIMEOUT_S)
+                _client_pid = os.getpid()
+    return _client
+
+
 def _post(url: str, body: dict, token: str) -> httpx.Response:
-    last: Exception | None = None
-    for attempt in range(ATTEMPTS):
-        try:
-            response = httpx.post(url, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT_S)
-        except httpx.TransportError as exc:
-            last = exc
-            logger.warning("outbound %s: %s (attempt %d)", url, type(exc).__name__, attempt + 1)
-        else:
-            if response.status_code < 500:
-                return response
-            last = OutboundError(f"HTTP {response.status_code}")
-            logger.warning("outbound %s: HTTP %d (attempt %d)", url, response.status_code, attempt + 1)
-        if attempt < ATTEMPTS - 1:
-            time.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
-    raise OutboundError(f"{url} unreachable after {ATTEMPTS} attempts: {last}")
+    """One POST; PeerUnavailable on a 5xx or a connection error (the caller's task retries)."""
+    try:
+        response = http_client().post(url, json=body, headers={"Authorization": f"Bearer {token}"})
+    except httpx.TransportError as exc:
+        logger.warning("outbound %s: %s", url, type(exc).__name__)
+        raise PeerUnavailable(f"{url} unreachable: {type(exc).__name__}") from None
+    if response.status_code >= 500:
+        logger.warning("outbound %s: HTTP %d", url, response.status_code)
+        raise PeerUnavailable(f"{url} answered HTTP {response.status_code}")
+    return response
 
 
 def _message_id(response: httpx.Response) -> str | None:
@@ -200,10 +242,8 @@ def roman_members(channel_id: str) -> list[str]:
     """Qualified ids of the human members of a Roman conversation (`GET /api/conversation`)."""
     transport = RomanTransport(channel_id)
     try:
-        response = httpx.get(
-            f"{settings.JEEVES.roman_url}/api/conversation",
-            headers={"Authorization": f"Bearer {transport.token}"},
-            timeout=TIMEOUT_S,
+        response = http_client().get(
+            f"{settings.JEEVES.roman_url}/api/conversation", headers={"Authorization": f"Bearer {transport.token}"}
         )
     except httpx.TransportError as exc:
         raise OutboundError(f"Roman unreachable: {type(exc).__name__}") from None

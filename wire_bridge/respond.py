@@ -21,7 +21,7 @@ from retrieval import digest
 from retrieval.scope import RetrievalScope, UnknownChannel
 from wire_bridge import replies
 from wire_bridge.commands import Command, Kind, parse, split_list
-from wire_bridge.outbound import Button, MentionSpan, Reply, send
+from wire_bridge.outbound import Button, MentionSpan, PeerUnavailable, Reply, send
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,30 @@ def already_replied(channel_id: str, ref: str) -> bool:
 
 
 def _mark_replied(channel_id: str, ref: str) -> None:
-    get_redis().set(keys.REPLIED.key(channel_id, ref), 1, ex=keys.REPLIED.ttl_s())
+    pipe = get_redis().pipeline()
+    pipe.set(keys.REPLIED.key(channel_id, ref), 1, ex=keys.REPLIED.ttl_s())
+    pipe.delete(_undelivered_key(channel_id, ref))
+    pipe.execute()
+
+
+def _undelivered_key(channel_id: str, ref: str) -> str:
+    return claimcheck.key_for(channel_id, f"reply:{ref}")
+
+
+def _undelivered(channel_id: str, ref: str) -> Reply | None:
+    """The reply a failed attempt built, for its task's retry to send as it is: a command's effect is not
+    applied twice, a question neither answered nor counted twice, a click not confirmed twice."""
+    raw = claimcheck.claim(_undelivered_key(channel_id, ref))
+    return None if raw is None else Reply.from_json(raw)
+
+
+def _deliver(channel_id: str, ref: str, reply: Reply) -> None:
+    """Send `reply`; when the peer is unavailable, park it (claim-check TTL) for the task's retry, and re-raise."""
+    try:
+        send(channel_id, reply)
+    except PeerUnavailable:
+        claimcheck.park(channel_id, f"reply:{ref}", reply.to_json())
+        raise
 
 
 def state_reply(outcome: str) -> Reply:
@@ -70,9 +93,10 @@ def reply_to_command(channel_id: str, wire_msg_id: str, user_id: str, kind: str,
     key = claimcheck.key_for(channel_id, wire_msg_id)
     if already_replied(channel_id, wire_msg_id):
         return
-    if outcome in STATE_REPLIES:
+    reply = _undelivered(channel_id, wire_msg_id)  # built by an earlier attempt the peer did not take
+    if reply is None and outcome in STATE_REPLIES:
         reply = state_reply(outcome)
-    else:
+    elif reply is None:
         raw = claimcheck.claim(key)
         if raw is None:
             reply = Reply(replies.EXPIRED, reply_to=wire_msg_id)
@@ -83,7 +107,7 @@ def reply_to_command(channel_id: str, wire_msg_id: str, user_id: str, kind: str,
                 # The argument without the mentioned names: they are stored by id instead.
                 command = Command(command.kind, argument=parse(payload.get("plain", "")).argument)
             reply = build_reply(channel_id, user_id, wire_msg_id, command, payload.get("mentions", []))
-    send(channel_id, reply)
+    _deliver(channel_id, wire_msg_id, reply)
     _mark_replied(channel_id, wire_msg_id)
     claimcheck.discard(key)
 
@@ -213,8 +237,12 @@ def reply_to_button(
         return
     from wire_bridge.outbound import confirm_button
 
-    confirm_button(channel_id, referenced_message_id, button_id, user_id, button_index)
-    send(channel_id, button_reply(channel_id, user_id, button_id, outcome))
+    # A parked reply means an earlier attempt confirmed the click and acted on it already.
+    reply = _undelivered(channel_id, ref)
+    if reply is None:
+        confirm_button(channel_id, referenced_message_id, button_id, user_id, button_index)
+        reply = button_reply(channel_id, user_id, button_id, outcome)
+    _deliver(channel_id, ref, reply)
     _mark_replied(channel_id, ref)
 
 

@@ -23,13 +23,40 @@ from pipeline import claimcheck, members
 from wire_bridge import respond
 from wire_bridge.commands import STATE_KINDS, Kind
 from wire_bridge.events import ButtonClicked
-from wire_bridge.outbound import Button, OutboundError, Reply, roman_members, send
+from wire_bridge.outbound import (
+    ATTEMPTS,
+    BACKOFF_MAX_S,
+    Button,
+    OutboundError,
+    PeerUnavailable,
+    Reply,
+    roman_members,
+    send,
+)
 
 logger = logging.getLogger(__name__)
 
 # A state change has already taken effect at the bridge; its acknowledgement may arrive late
 # rather than never. Other commands expire with their claim-check text.
 STATE_REPLY_EXPIRES_S = 600
+
+# A peer answering 5xx or unreachable: the task is retried by Celery (exponential backoff capped at
+# BACKOFF_MAX_S, full jitter), ATTEMPTS tries in all; a 4xx is not retried. What a failed attempt built
+# is parked for the retry (wire_bridge/respond.py), and a delivered reply is marked, so none is posted twice.
+OUTBOUND_RETRY = {
+    "autoretry_for": (PeerUnavailable,),
+    "retry_backoff": True,
+    "retry_backoff_max": BACKOFF_MAX_S,
+    "retry_jitter": True,
+    "max_retries": ATTEMPTS - 1,
+}
+
+
+def _retrying(task, exc: OutboundError) -> bool:
+    """True when Celery will try `exc`'s send again; on the last attempt (or called outside a worker) the
+    failure is only logged."""
+    request = task.request
+    return isinstance(exc, PeerUnavailable) and not request.called_directly and request.retries < task.max_retries
 
 
 def publish_command(channel_id: str, wire_msg_id: str, user_id: str, kind: Kind, outcome: str) -> None:
@@ -75,16 +102,19 @@ def publish_member_sync(channel_id: str) -> None:
     sync_roman_members.apply_async(kwargs={"channel_id": channel_id}, expires=STATE_REPLY_EXPIRES_S)
 
 
-@shared_task(name="wire_bridge.tasks.respond_to_command", queue=Queue.RESPOND.value)
-def respond_to_command(channel_id: str, wire_msg_id: str, user_id: str, kind: str, outcome: str) -> None:
+@shared_task(bind=True, name="wire_bridge.tasks.respond_to_command", queue=Queue.RESPOND.value, **OUTBOUND_RETRY)
+def respond_to_command(self, channel_id: str, wire_msg_id: str, user_id: str, kind: str, outcome: str) -> None:
     try:
         respond.reply_to_command(channel_id, wire_msg_id, user_id, kind, outcome)
     except OutboundError as exc:
+        if _retrying(self, exc):
+            raise
         logger.warning("reply not delivered: channel=%s msg=%s (%s)", channel_id, wire_msg_id, type(exc).__name__)
 
 
-@shared_task(name="wire_bridge.tasks.respond_to_button", queue=Queue.RESPOND.value)
+@shared_task(bind=True, name="wire_bridge.tasks.respond_to_button", queue=Queue.RESPOND.value, **OUTBOUND_RETRY)
 def respond_to_button(
+    self,
     channel_id: str,
     user_id: str,
     referenced_message_id: str,
@@ -98,12 +128,14 @@ def respond_to_button(
             channel_id, user_id, referenced_message_id, button_id, button_index, outcome, dedupe_key
         )
     except OutboundError as exc:
+        if _retrying(self, exc):
+            raise
         logger.warning("button reply not delivered: channel=%s (%s)", channel_id, type(exc).__name__)
 
 
-@shared_task(name="wire_bridge.tasks.send_message", queue=Queue.RESPOND.value)
+@shared_task(bind=True, name="wire_bridge.tasks.send_message", queue=Queue.RESPOND.value, **OUTBOUND_RETRY)
 def send_message(
-    channel_id: str, message_ref: str, buttons: list[list[str]] | None = None, reply_to: str | None = None
+    self, channel_id: str, message_ref: str, buttons: list[list[str]] | None = None, reply_to: str | None = None
 ) -> None:
     key = claimcheck.key_for(channel_id, message_ref)
     text = claimcheck.claim(key)
@@ -114,6 +146,8 @@ def send_message(
     try:
         send(channel_id, reply)
     except OutboundError as exc:
+        if _retrying(self, exc):
+            raise  # the text stays parked for the retry
         logger.warning("message not delivered: channel=%s (%s)", channel_id, type(exc).__name__)
         return
     claimcheck.discard(key)

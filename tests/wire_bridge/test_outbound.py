@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
@@ -62,21 +63,54 @@ def test_composite_and_confirmation(sidecar):
         Reply("dup", buttons=(Button("a", "A"), Button("a", "B")))
 
 
-def test_retries_on_5xx_but_not_on_4xx(sidecar):
+def test_a_5xx_is_left_to_the_task_to_retry_and_a_4xx_is_final(sidecar):
+    """One POST per call: a 5xx raises PeerUnavailable (the respond task retries it, through Celery:
+    tests/wire_bridge/test_outbound_retry.py), a 4xx a plain OutboundError that nothing retries."""
     cid = _channel()
-    sidecar.fail_next(503, times=2)
-    outbound.send(cid, Reply("third time lucky"))
-    assert [m["text"] for m in sidecar.wait_for_messages(1)] == ["third time lucky"]
+    sidecar.fail_next(503, times=1)
+    with pytest.raises(outbound.PeerUnavailable):
+        outbound.send(cid, Reply("not yet"))
+    outbound.send(cid, Reply("second time lucky"))
+    assert [m["text"] for m in sidecar.wait_for_messages(1)] == ["second time lucky"]
     sidecar.fail_next(400, times=1)
-    with pytest.raises(OutboundError):
+    with pytest.raises(OutboundError) as refused:
         outbound.send(cid, Reply("refused"))
-    assert len(sidecar.messages) == 1  # the 400 was not retried: the next post would have succeeded
+    assert not isinstance(refused.value, outbound.PeerUnavailable)
+    assert len(sidecar.messages) == 1
 
 
-def test_connection_errors_are_retried_then_reported():
+def test_connection_errors_are_left_to_the_task_to_retry():
     with override_settings(JEEVES=wire_config(wire_sidecar_url="http://127.0.0.1:9")):
-        with pytest.raises(OutboundError):
+        with pytest.raises(outbound.PeerUnavailable):
             outbound.send(_channel(), Reply("nobody home"))
+
+
+def test_one_http_client_per_process_and_a_forked_child_builds_its_own(sidecar):
+    client = outbound.http_client()
+    outbound.send(_channel(), Reply("over the pooled client"))
+    assert outbound.http_client() is client and not client.is_closed
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never back into pytest
+        try:
+            os.write(write, b"own" if outbound.http_client() is not client else b"shared")
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    assert os.read(read, 16) == b"own"
+    os.close(read)
+    assert outbound.http_client() is client
+
+
+def test_a_reply_parked_for_a_retry_is_the_reply_that_was_built():
+    reply = Reply(
+        "Noted 🚀, @Zoë.",
+        mentions=(MentionSpan("z@wire.example", 9, 4),),
+        buttons=(Button("cmd:resume", "Resume"),),
+        reply_to="m1",
+    )
+    assert Reply.from_json(reply.to_json()) == reply
 
 
 def test_roman_reply_uses_the_channels_own_token_and_polls_map_back(fake_roman):
