@@ -13,6 +13,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, connection, models, transaction
+from django.db.models import F
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
@@ -493,11 +494,15 @@ def upsert_entity(
         new_aliases = [a for a in [name, *aliases] if normalise_name(a) != match.normalised_name]
         match.aliases = list(dict.fromkeys([*match.aliases, *new_aliases]))[:20]
         match.channel_ids = list(dict.fromkeys([*match.channel_ids, channel.channel_id]))
-        if _new_mention(match, channel, run_key, mention_ids, seen_at):
-            match.mention_count += 1
+        counted = _new_mention(match, channel, run_key, mention_ids, seen_at)
+        if counted:
+            # Added in the UPDATE itself: concurrent runs mentioning the entity each count.
+            match.mention_count = F("mention_count") + 1
         if match.last_mentioned is None or seen_at > match.last_mentioned:
             match.last_mentioned = seen_at
         match.save(update_fields=["aliases", "channel_ids", "mention_count", "last_mentioned"])
+        if counted:
+            match.refresh_from_db(fields=["mention_count"])
         return Written(match, False)
     try:
         with transaction.atomic():
@@ -587,8 +592,9 @@ def upsert_relationship(
         existing = EntityRelationship.objects.filter(source=source, target=target, relationship=relationship).first()
         if existing is not None:
             new_ids = set(_ids_of(ref)) - set(_ids_of(existing.source_ref))
-            if new_ids or not _ids_of(ref):
-                existing.observation_count += 1
+            observed = bool(new_ids or not _ids_of(ref))
+            if observed:
+                existing.observation_count = F("observation_count") + 1  # in the UPDATE: concurrent runs each count
             existing.source_ref = merge_source_refs(existing.source_ref or {}, ref)
             existing.channel_ids = list(dict.fromkeys([*existing.channel_ids, channel.channel_id]))
             existing.last_observed = max(filter(None, [existing.last_observed, observed_at]))
@@ -596,6 +602,8 @@ def upsert_relationship(
             existing.save(
                 update_fields=["observation_count", "source_ref", "channel_ids", "last_observed", "confidence"]
             )
+            if observed:
+                existing.refresh_from_db(fields=["observation_count"])
             return Written(existing, False)
         try:
             with transaction.atomic():

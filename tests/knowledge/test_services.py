@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from knowledge import services
-from knowledge.models import Action, ChannelConfig, Decision, Embedding, Entity, PipelineCounter
+from knowledge.models import Action, ChannelConfig, Decision, Embedding, Entity, EntityRelationship, PipelineCounter
 
 T0 = datetime(2026, 3, 2, 9, 20, tzinfo=UTC)
 MESSAGE = "right then, we settle on nightly snapshots kept for thirty days in cold storage from April"
@@ -165,3 +165,32 @@ def test_counters_are_exact_when_bumped_concurrently():
     counter = PipelineCounter.objects.get(channel_id=channel_id, name="expired")
     assert counter.value == sum(1 + n % 3 for n in range(60))
     assert counter.updated_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_mentions_and_observations_are_exact_when_counted_concurrently():
+    """Different runs naming the same entity and relationship at once: each run counts (the counters are added
+    in the UPDATE, not read, incremented and written back)."""
+    channel = ChannelConfig.objects.create(channel_id="c-mentions@wire.example", organisation_id="wire.example")
+    src = services.upsert_entity(channel, name="Priya", entity_type="person", seen_at=T0).record
+    dst = services.upsert_entity(channel, name="retry migration", entity_type="project", seen_at=T0).record
+    runs = 24
+
+    def run(n):
+        try:
+            services.upsert_entity(channel, name="Retry Migration", entity_type="project", seen_at=T0, run_key=f"r{n}")
+            services.upsert_relationship(
+                channel,
+                source=src,
+                target=dst,
+                relationship="works_on",
+                observed_at=T0,
+                ref=services.source_ref([(f"m{n}", T0)]),
+            )
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(run, range(runs)))
+    assert Entity.objects.get(pk=dst.pk).mention_count == 1 + runs
+    assert EntityRelationship.objects.get(source=src, target=dst).observation_count == runs
