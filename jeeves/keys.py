@@ -280,7 +280,7 @@ QUESTIONS = Family(
     type="string",
     text=False,
     holds="a counter: questions the person asked this minute",
-    owner="wire_bridge/respond.py",
+    owner="wire_bridge/dispatch.py",
     description="JEEVES_QUESTIONS_PER_MINUTE per person, a fixed one-minute window on Redis' clock",
     ttl=60,
 )

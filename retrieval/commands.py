@@ -1,19 +1,19 @@
-"""Commands that read the knowledge, for the bridge's command router (run on the `respond` queue).
+"""Commands that read the knowledge: decisions, actions (mine), status, catch me up, a question.
 
-Each returns the reply text in Jeeves' voice. The bridge sends it through its outbound client.
-Lists are read inside the asker's RetrievalScope, like every question.
+Read-only: each returns the reply text in Jeeves' voice; the bridge's command table
+(wire_bridge/dispatch.py) calls them on the `respond` queue and sends the text. Lists are read inside the
+asker's RetrievalScope, like every question. Commands that write (done, supersede, context, digest) go
+through `knowledge` services from the bridge.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from datetime import timedelta
 
 from django.db import connection
 from django.utils import timezone
 
-from knowledge import review
 from knowledge.models import ChannelConfig
 from retrieval.answer import voice
 from retrieval.ask import ask
@@ -24,14 +24,6 @@ logger = logging.getLogger(__name__)
 
 NOT_ACQUAINTED = "I'm afraid I have not yet been introduced to this conversation."
 LIST_LIMIT = 10
-_FRIENDLY = re.compile(r"^(DEC|ACT)-?(\d{1,6})$", re.I)
-
-
-def _friendly(raw: str, kind: str) -> str | None:
-    match = _FRIENDLY.match(raw.strip())
-    if not match or match.group(1).upper() != kind:
-        return None
-    return f"{kind}-{int(match.group(2)):04d}"
 
 
 def _rows(sql: str, params: dict[str, object]) -> list[tuple]:
@@ -106,30 +98,6 @@ def channel_status(channel_id: str, user_id: str) -> str:
         f"I have been {state} here since {approx_date(since)}. On record: {decisions} decisions in force, "
         f"{actions} open actions and {entities} people, services and topics; {summary_text}."
     )
-
-
-def mark_action_done(channel_id: str, user_id: str, friendly_id: str) -> str:
-    fid = _friendly(friendly_id, "ACT")
-    if fid is None:
-        return "I'm afraid I did not recognise that action number. It should look like ACT-0003."
-    try:
-        action = review.mark_action_done(channel_id, fid, by=user_id)
-    except review.ReviewError:
-        return f"I'm afraid I have no record of {fid} in this channel."
-    return voice(f"Very good. I have marked {fid} as done: {action.description}")
-
-
-def supersede_decision(channel_id: str, user_id: str, old_friendly_id: str, new_friendly_id: str) -> str:
-    old, new = _friendly(old_friendly_id, "DEC"), _friendly(new_friendly_id, "DEC")
-    if old is None or new is None:
-        return "I'm afraid I did not recognise those decision numbers. They should look like DEC-0002."
-    try:
-        review.supersede_decision(channel_id, old, new, by=user_id)
-    except review.ReviewError as exc:
-        if exc.reason == "unknown decision":
-            return f"I'm afraid I have no record of both {old} and {new} in this channel."
-        return f"I'm afraid I cannot do that: {exc.reason}."
-    return voice(f"Very good. {old} is now recorded as superseded by {new}; its history is kept.")
 
 
 def catch_me_up(channel_id: str, user_id: str, command_msg_id: str = "") -> str:

@@ -1,7 +1,8 @@
 """The command router's grammar: is a message addressed to Jeeves, and which command (docs/wire-protocols.md §6) is it.
 
 Pure functions, no I/O: the bridge uses them at ingest (state commands take effect there, before
-anything is queued) and the respond worker re-parses the parked body for the arguments.
+anything is queued) and the respond worker re-parses the parked body for the arguments. Which handler
+answers each `Kind` is the table of wire_bridge/dispatch.py.
 """
 
 from __future__ import annotations
@@ -168,6 +169,18 @@ def parse(body: str) -> Command:
 
 def friendly_id(prefix: str, number: str) -> str:
     return f"{prefix.upper()}-{int(number):04d}"
+
+
+_FRIENDLY = re.compile(r"^(DEC|ACT)-?(\d{1,6})$", re.IGNORECASE)
+
+
+def known_friendly_id(raw: str, prefix: str) -> str | None:
+    """`raw` ("act-12", "ACT0012", from a command or a button id) as the friendly id of a `prefix` record
+    ("ACT-0012"), or None when it is not one (another kind, or more than six digits)."""
+    match = _FRIENDLY.match(raw.strip())
+    if not match or match.group(1).upper() != prefix:
+        return None
+    return friendly_id(prefix, match.group(2))
 
 
 def split_list(argument: str) -> list[str]:

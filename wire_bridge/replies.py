@@ -1,4 +1,5 @@
-"""What Jeeves says for the commands the bridge answers itself.
+"""What Jeeves says for the commands the bridge answers itself: state, context, housekeeping, and the
+outcome of the commands that write (done, supersede, the staleness and contradiction buttons).
 
 Voice: docs/architecture.md §7; the state replies' fixed wording: docs/wire-protocols.md §8.
 """
@@ -45,6 +46,13 @@ TOO_MANY_QUESTIONS = (
 EXPIRED = "I'm afraid your request slipped away before I could attend to it. Might I trouble you to ask once more?"
 BUTTON_LAPSED = "I'm afraid that choice has lapsed. Shall I be asked afresh?"
 BUTTON_UNKNOWN = "I'm afraid I do not recognise that choice."
+ACTION_DONE = "Very good. I have marked {value} as done: {description}"
+ACTION_ID_UNKNOWN = "I'm afraid I did not recognise that action number. It should look like ACT-0003."
+SUPERSEDED = "Very good. {old} is now recorded as superseded by {new}; its history is kept."
+DECISION_IDS_UNKNOWN = "I'm afraid I did not recognise those decision numbers. They should look like DEC-0002."
+NO_RECORD_OF = "I'm afraid I have no record of {value} in this channel."
+NO_RECORD_OF_BOTH = "I'm afraid I have no record of both {old} and {new} in this channel."
+CANNOT = "I'm afraid I cannot do that: {reason}."
 STALE_STILL_OPEN = "Very good. I shall note that {value} remains in hand."
 STALE_CANCELLED = "Very good. I shall consider {value} withdrawn."
 CONTRADICTION_KEPT = "Very good. I shall regard both decisions as standing."
