@@ -166,6 +166,7 @@ def _check_one(decision: Decision) -> list[DecisionConflict]:
     )
     offline_judgements = offline.judge(sides[0], sides[1:], messages)
     prompt = prompts.load("contradiction")
+    floor = settings.JEEVES.extract_confidence_min
     recorded: list[DecisionConflict] = []
     for (cand, cosine), local in zip(found, offline_judgements, strict=True):
         older, newer = _ordered(cand, decision)
@@ -190,6 +191,11 @@ def _check_one(decision: Decision) -> list[DecisionConflict]:
             score=judgement.confidence,
             stated=judgement.stated and judgement.verdict == ConflictVerdict.SUPERSEDES,
         )
+        if min(older.confidence, newer.confidence) < floor and not verdict.stated:
+            # Asking the team rests on both being decisions: a record the engine kept below the confidence
+            # floor is stored and searchable but never starts a question (through the real stack on dev,
+            # letting them in took false flags from 0 to 5). A replacement the team stated still applies.
+            continue
         pair = contradictions.record_verdict(
             older, newer, verdict, cosine=cosine if cosine is not None else local.cosine, judge_model=model
         )

@@ -389,3 +389,26 @@ def test_the_check_runs_on_a_worker_and_drops_a_channel_that_moved_to_a_new_epoc
     dropped = PipelineCounter.objects.filter(channel_id=moved.channel_id, name="contradiction_check_dropped")
     wait_for(dropped.exists, timeout=60)
     assert not DecisionConflict.objects.filter(older=stale, newer=stale_now).exists()
+
+
+@pytest.mark.django_db
+def test_a_decision_kept_below_the_confidence_floor_never_starts_a_question(settings):
+    ch = _channel()
+    floor = settings.JEEVES.extract_confidence_min
+    plants = _decision(ch, "DEC-0001", PLANTS, T)
+    budget = _decision(ch, "DEC-0002", BUDGET, T + timedelta(hours=1))
+    Decision.objects.filter(pk=budget.pk).update(confidence=floor - 0.2)  # an unsure older decision
+    _said(ch, "m-new-plants", PLANTS_SAID, T + timedelta(days=2))
+    plants_now = _decision(ch, "DEC-0005", PLANTS_NOW, T + timedelta(days=2), msg="m-new-plants")
+    Decision.objects.filter(pk=plants_now.pk).update(confidence=floor - 0.1)  # an unsure newer one
+    budget_now = _decision(ch, "DEC-0006", BUDGET_NOW, T + timedelta(days=2, hours=1))
+
+    duty.check(ch, [str(plants_now.pk), str(budget_now.pk)])
+
+    # The figures differ between DEC-0002 and DEC-0006, but DEC-0002 is unsure: nothing to ask about.
+    assert not DecisionConflict.objects.filter(channel=ch).exclude(status=ConflictStatus.SUPERSEDED).exclude(
+        verdict="compatible"
+    )
+    # The replacement the team stated in so many words still applies, unsure or not.
+    plants.refresh_from_db()
+    assert (plants.status, plants.superseded_by_id) == ("superseded", plants_now.pk)
