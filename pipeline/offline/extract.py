@@ -211,7 +211,10 @@ def _action_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
     owner = w.name(record.owner.user_id) if record.owner else "Someone"
     actor = w.name(msg.author_id)
     task = restate.task(record.segment if record.segment is not None else msg.text, actor, owner)
-    text = restate.sentence(f"{owner} to {task}" if task else f"{owner} to follow up on {actor}'s request")
+    if task and task.casefold().startswith(f"{owner.casefold()} "):
+        text = restate.sentence(task)  # "Imogen is comfortable taking it to the board": not a "to do" form
+    else:
+        text = restate.sentence(f"{owner} to {task}" if task else f"{owner} to follow up on {actor}'s request")
     return restate.fit(text, sources), sources
 
 

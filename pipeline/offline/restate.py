@@ -167,7 +167,8 @@ _REQUEST_LEAD = re.compile(
     re.IGNORECASE,
 )
 _COMMIT_LEAD = re.compile(
-    r"^.*?\b(?:i'?ll|i will|i can|i'?m going to|i'?m gonna|i'?m|i)\s+(?:also\s+|just\s+|then\s+|go ahead and\s+)?",
+    r"^.*?\b(?:i'?ll|i will|i can|i'?m going to|i'?m gonna|i'?m(?=\s+\w+ing\b)|i)\s+"
+    r"(?:also\s+|just\s+|then\s+|go ahead and\s+)?",
     re.IGNORECASE,
 )
 _FRAME = re.compile(
@@ -179,6 +180,7 @@ _DANGLING = {
     "a", "an", "the", "and", "or", "but", "to", "of", "for", "with", "on", "in", "at", "by", "from", "as", "that",
     "which", "is", "are", "be", "will", "would", "their", "its", "it's", "this", "these", "so", "if", "than", "then",
     "into", "our", "your", "my", "team", "the team", "not", "no", "can", "could", "should", "we", "i",
+    "ideally", "hopefully", "probably", "maybe", "perhaps", "though", "anyway",
 }  # fmt: skip
 _STOP = frozenset(
     """a an the and or but if then of to in on at for with by from is are was were be been it its this that we our us

@@ -406,8 +406,10 @@ def test_a_decision_kept_below_the_confidence_floor_never_starts_a_question(sett
     duty.check(ch, [str(plants_now.pk), str(budget_now.pk)])
 
     # The figures differ between DEC-0002 and DEC-0006, but DEC-0002 is unsure: nothing to ask about.
-    assert not DecisionConflict.objects.filter(channel=ch).exclude(status=ConflictStatus.SUPERSEDED).exclude(
-        verdict="compatible"
+    assert (
+        not DecisionConflict.objects.filter(channel=ch)
+        .exclude(status=ConflictStatus.SUPERSEDED)
+        .exclude(verdict="compatible")
     )
     # The replacement the team stated in so many words still applies, unsure or not.
     plants.refresh_from_db()

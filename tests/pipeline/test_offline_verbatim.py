@@ -73,3 +73,9 @@ def test_a_request_opening_on_its_owners_name_does_not_repeat_it() -> None:
     assert task("Marguerite, book the caterers for the 12th", "Dana", "Marguerite").startswith("book the caterers")
     assert task("omar: draft the renewal letter today", "Dana", "Omar Haddad").startswith("draft the renewal letter")
     assert task("Omar thinks the renewal is fine", "Dana", "Marguerite").startswith("Omar thinks")
+
+
+def test_i_am_is_a_commitment_only_before_a_verb() -> None:
+    assert task("I'm drafting the rota for next month", "Dana", "Dana").startswith("draft the rota")
+    assert task("I'm happy presenting the rota to the partners", "Dana", "Dana").startswith("Dana is happy")
+    assert fit("Dana to rebook the venue, ideally", ["unrelated words here"]) == "Dana to rebook the venue."
