@@ -205,6 +205,13 @@ def _actions(w: _Window) -> list[_Record]:
     return records
 
 
+_NEGATED = re.compile(
+    r"^(?:\w+ly\s+)?(?:can'?t|cannot|couldn'?t|won'?t|wouldn'?t|don'?t|didn'?t|doesn'?t|haven'?t|hasn'?t"
+    r"|isn'?t|wasn'?t|not|never|no longer)\b",
+    re.IGNORECASE,
+)
+
+
 def _action_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
     msg = w.msgs[record.anchor]
     sources = [w.msgs[i].text for i in record.evidence]
@@ -213,6 +220,8 @@ def _action_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
     task = restate.task(record.segment if record.segment is not None else msg.text, actor, owner)
     if task and task.casefold().startswith(f"{owner.casefold()} "):
         text = restate.sentence(task)  # "Imogen is comfortable taking it to the board": not a "to do" form
+    elif task and _NEGATED.match(task):
+        text = restate.sentence(f"{owner} {task}")  # "Gareth can't baseline it", never "Gareth to can't …"
     else:
         text = restate.sentence(f"{owner} to {task}" if task else f"{owner} to follow up on {actor}'s request")
     return restate.fit(text, sources), sources

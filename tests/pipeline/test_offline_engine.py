@@ -222,3 +222,12 @@ def test_a_missing_or_stale_artefact_fails_loudly(tmp_path, monkeypatch) -> None
     artefacts.save(model.NAME, {"w": np.zeros(3)}, {**model.expected_meta(), "feature_version": "old"})
     with pytest.raises(artefacts.ArtefactError, match="stale"):
         artefacts.load(model.NAME, model.expected_meta())
+
+
+def test_a_negated_task_is_said_as_a_statement_not_a_to_do() -> None:
+    from pipeline.offline.extract import _NEGATED
+
+    assert _NEGATED.match("can't sign the lease before the survey")
+    assert _NEGATED.match("honestly couldn't say which supplier it was")
+    assert not _NEGATED.match("notify the landlord about the boiler")
+    assert not _NEGATED.match("send the signed lease")
