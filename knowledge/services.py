@@ -134,21 +134,9 @@ def bump_counter(channel_id: str, name: str, by: int = 1) -> None:
 
 # --------------------------------------------------------------------------- the no-verbatim guard
 
-# Stored text may share at most nine consecutive words with a message (docs/guarantees.md §4); ten is a copy.
-VERBATIM_RUN = 10
-_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*", re.UNICODE)
-
 
 class VerbatimText(ValueError):
-    """A text about to be stored repeats a run of ten or more words of a message."""
-
-
-def _words(text: str) -> list[str]:
-    return [w.casefold().replace("\u2019", "'") for w in _WORD.findall(text or "")]
-
-
-def _shingles(words: Sequence[str], n: int) -> set[tuple[str, ...]]:
-    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+    """A text about to be stored repeats a run of more than verbatim.MAX_RUN words of a message."""
 
 
 # An opaque token (12+ letters and digits, no separator: a key, a hash, a pasted secret) cannot be
@@ -157,13 +145,12 @@ _OPAQUE = re.compile(r"\b(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{1
 
 
 def guard_text(text: str | None, sources: Sequence[str]) -> str | None:
-    """`text` without opaque tokens when it shares no run of ten words with any source;
-    VerbatimText otherwise."""
+    """`text` without opaque tokens when it shares no run of more than verbatim.MAX_RUN (nine) words with
+    any source (the one rule and tokenizer of knowledge/verbatim.py); VerbatimText otherwise."""
     if not text:
         return text
     text = " ".join(_OPAQUE.sub("", text).split())
-    mine = _shingles(_words(text), VERBATIM_RUN)
-    if mine and any(mine & _shingles(_words(s), VERBATIM_RUN) for s in sources):
+    if not verbatim.is_safe(text, sources):
         raise VerbatimText("stored text would repeat ten or more words of a message")
     return text
 
