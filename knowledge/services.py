@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -256,16 +257,20 @@ def record_decision(
     prompt_version: str | None = None,
     vector: Sequence[float] | None = None,
     restates: str | None = None,
+    unembedded: Mapping[uuid.UUID, Sequence[float]] | None = None,
 ) -> Written:
     """Insert a decision, or, when it restates an active one of the channel (the model says so, or
-    cosine ≥ 0.9 on the synthesised text with the same figures), extend that row's source_ref."""
-    summary = guard_text(summary, sources_text) or ""
-    rationale = guard_text(rationale, sources_text)
-    tags = guard_tags(tags, sources_text)
+    cosine ≥ 0.9 on the synthesised text with the same figures), extend that row's source_ref.
+
+    No vector is stored here: Tier 3 (pipeline/embed.py) writes every record's one vector. `vector` is
+    this decision's Tier-3 text (`pipeline.embed.decision_text` of the guarded fields) embedded in
+    memory, for the comparison only; `unembedded` holds in-memory vectors, made the same way, of the
+    channel's decisions Tier 3 has not embedded yet (written earlier in this run, or one run ago)."""
+    summary, rationale, tags = decision_fields(summary, rationale, tags, sources_text)
     existing = Decision.objects.filter(channel=channel, source_key=key).first()
     if existing is not None:
         return Written(existing, False)
-    restated = _restated_decision(channel, summary, vector, restates)
+    restated = _restated_decision(channel, summary, vector, restates, unembedded or {})
     if restated is not None:
         restated.source_ref = merge_source_refs(restated.source_ref, source)
         restated.confidence = max(restated.confidence, confidence)
@@ -293,25 +298,46 @@ def record_decision(
             "prompt_version": prompt_version,
         },
     )
-    if not created:
-        return Written(decision, False)
-    if vector is not None:
-        record_embedding(
-            "decision",
-            decision.id,
-            vector,
-            channel_id=channel.channel_id,
-            organisation_id=channel.organisation_id,
-            author_id=(decided_by or [None])[0],
-            created_at=decided_at,
-            topic_tags=tags or [],
-            model=extraction_model,
-        )
-    return Written(decision, True)
+    return Written(decision, created)
+
+
+def decision_fields(
+    summary: str, rationale: str | None, tags: Sequence[str] | None, sources_text: Sequence[str]
+) -> tuple[str, str | None, list[str]]:
+    """(summary, rationale, tags) as record_decision stores them; VerbatimText when one is a copy."""
+    return guard_text(summary, sources_text) or "", guard_text(rationale, sources_text), guard_tags(tags, sources_text)
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity of two vectors held in memory (pgvector's `1 - <=>` for stored ones)."""
+    norms = math.sqrt(math.fsum(x * x for x in a)) * math.sqrt(math.fsum(y * y for y in b))
+    return math.fsum(x * y for x, y in zip(a, b, strict=True)) / norms if norms else 0.0
+
+
+def _nearest(
+    stored: models.QuerySet, vector: Sequence[float], unembedded: Mapping[uuid.UUID, Sequence[float]], floor: float
+) -> list[uuid.UUID]:
+    """Ids of the five records nearest `vector` with a similarity ≥ `floor`, nearest first: among the stored
+    vectors of `stored` (Embedding rows) and the in-memory ones of records Tier 3 has not embedded yet."""
+    near = [
+        (float(distance), source_id)
+        for source_id, distance in stored.annotate(distance=CosineDistance("embedding", list(vector)))
+        .filter(distance__lte=1 - floor)
+        .order_by("distance")
+        .values_list("source_id", "distance")[:5]
+    ]
+    for source_id, other in unembedded.items():
+        if (similarity := cosine(vector, other)) >= floor:
+            near.append((1 - similarity, source_id))
+    return [source_id for _, source_id in sorted(near, key=lambda n: n[0])][:5]
 
 
 def _restated_decision(
-    channel: ChannelConfig, summary: str, vector: Sequence[float] | None, restates: str | None
+    channel: ChannelConfig,
+    summary: str,
+    vector: Sequence[float] | None,
+    restates: str | None,
+    unembedded: Mapping[uuid.UUID, Sequence[float]],
 ) -> Decision | None:
     active = Decision.objects.filter(channel=channel, status=DecisionStatus.ACTIVE)
     if restates:
@@ -320,14 +346,10 @@ def _restated_decision(
             return named
     if vector is None:
         return None
-    nearest = (
-        Embedding.objects.filter(source_type="decision", channel_id=channel.channel_id)
-        .annotate(distance=CosineDistance("embedding", list(vector)))
-        .filter(distance__lte=1 - DECISION_DEDUP_COSINE)
-        .order_by("distance")
-        .values_list("source_id", flat=True)[:5]
-    )
-    for decision in active.filter(id__in=list(nearest)):
+    stored = Embedding.objects.filter(source_type="decision", channel_id=channel.channel_id)
+    nearest = _nearest(stored, vector, unembedded, DECISION_DEDUP_COSINE)
+    by_id = active.in_bulk(nearest)
+    for decision in (by_id[i] for i in nearest if i in by_id):
         # A changed figure (5 attempts → 3 attempts) is a new decision, not a restatement.
         if _figures(decision.summary) == _figures(summary):
             return decision
@@ -457,14 +479,15 @@ def upsert_entity(
     vector: Sequence[float] | None = None,
     run_key: str | None = None,
     mention_ids: Sequence[str] = (),
+    unembedded: Mapping[uuid.UUID, Sequence[float]] | None = None,
 ) -> Written:
     """Entity dedup (docs/architecture.md §5, entities): same organisation and type, alias or normalised-name match,
     else embedding cosine ≥ JEEVES_ENTITY_DEDUP_THRESHOLD; a match is updated, else inserted.
+    `vector` (the Tier-3 text embedded in memory) and `unembedded` (in-memory vectors of entities Tier 3
+    has not embedded yet) serve that comparison only: Tier 3 writes the entity's vector.
     `run_key` makes a redelivered run count a mention once; with `mention_ids` (the run's message
     ids) the mention keeps its evidence, so deleting those messages takes it away again."""
-    name = (guard_text(name, sources_text) or "").strip()
-    # An alias that repeats a message is not an alias: dropped, the entity kept.
-    aliases = guard_tags(aliases, sources_text)
+    name, aliases = entity_fields(name, aliases, sources_text)
     norm = normalise_name(name)
     if not norm:
         raise ValueError("an entity needs a name")
@@ -476,7 +499,7 @@ def upsert_entity(
     if match is None:
         match = _alias_match(same_kind, forms)
     if match is None and vector is not None:
-        match = _nearest_entity(channel.organisation_id, entity_type, vector)
+        match = _nearest_entity(channel.organisation_id, entity_type, vector, unembedded or {})
     if match is not None:
         new_aliases = [a for a in [name, *aliases] if normalise_name(a) != match.normalised_name]
         match.aliases = list(dict.fromkeys([*match.aliases, *new_aliases]))[:20]
@@ -500,7 +523,7 @@ def upsert_entity(
                 entity_type=entity_type,
                 name=name,
                 normalised_name=norm,
-                aliases=list(dict.fromkeys(a for a in aliases if normalise_name(a) != norm))[:20],
+                aliases=new_entity_aliases(name, aliases),
                 first_seen=seen_at,
                 last_mentioned=seen_at,
             )
@@ -510,17 +533,19 @@ def upsert_entity(
             organisation_id=channel.organisation_id, entity_type=entity_type, normalised_name=norm, deleted=False
         )
         return Written(entity, False)
-    if vector is not None:
-        record_embedding(
-            "entity",
-            entity.id,
-            vector,
-            channel_id=channel.channel_id,
-            organisation_id=channel.organisation_id,
-            author_id=None,
-            created_at=seen_at,
-        )
     return Written(entity, True)
+
+
+def entity_fields(name: str, aliases: Sequence[str], sources_text: Sequence[str]) -> tuple[str, list[str]]:
+    """(name, aliases) as upsert_entity reads them; VerbatimText when the name is a copy."""
+    # An alias that repeats a message is not an alias: dropped, the entity kept.
+    return (guard_text(name, sources_text) or "").strip(), guard_tags(aliases, sources_text)
+
+
+def new_entity_aliases(name: str, aliases: Sequence[str]) -> list[str]:
+    """The aliases a new entity is stored with: not its own name again, at most twenty."""
+    norm = normalise_name(name)
+    return list(dict.fromkeys(a for a in aliases if normalise_name(a) != norm))[:20]
 
 
 def _new_mention(
@@ -546,16 +571,14 @@ def _alias_match(same_kind, forms: set[str]) -> Entity | None:
     return None
 
 
-def _nearest_entity(organisation_id: str, entity_type: str, vector: Sequence[float]) -> Entity | None:
-    threshold = settings.JEEVES.entity_dedup_threshold
-    nearest = (
-        Embedding.objects.filter(source_type="entity", organisation_id=organisation_id)
-        .annotate(distance=CosineDistance("embedding", list(vector)))
-        .filter(distance__lte=1 - threshold)
-        .order_by("distance")
-        .values_list("source_id", flat=True)[:5]
-    )
-    ids = list(nearest)
+def _nearest_entity(
+    organisation_id: str,
+    entity_type: str,
+    vector: Sequence[float],
+    unembedded: Mapping[uuid.UUID, Sequence[float]],
+) -> Entity | None:
+    stored = Embedding.objects.filter(source_type="entity", organisation_id=organisation_id)
+    ids = _nearest(stored, vector, unembedded, settings.JEEVES.entity_dedup_threshold)
     by_id = {e.id: e for e in Entity.objects.filter(id__in=ids, entity_type=entity_type, deleted=False)}
     return next((by_id[i] for i in ids if i in by_id), None)
 

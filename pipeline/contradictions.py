@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from jeeves import metrics
 from jeeves.config import LOCAL_MODEL
 from jeeves.queues import Queue
-from knowledge import contradictions
+from knowledge import contradictions, services
 from knowledge.models import (
     ChannelConfig,
     ConflictVerdict,
@@ -45,6 +45,8 @@ logger = logging.getLogger(__name__)
 CHECK_TASK = "pipeline.tasks.check_contradictions"
 SEND_TASK = "wire_bridge.tasks.send_message"
 CANDIDATES = 10  # nearest earlier decisions judged against a new one
+PREFILTER = 3 * CANDIDATES  # nearest by stored vector, then compared by their summaries (candidates())
+_UNEMBEDDED_EMBEDDED = 50  # recent decisions without a vector embedded before a check (Tier 3 lagging)
 WITHIN = timedelta(days=90)
 BUTTONS: tuple[tuple[str, str], ...] = (
     ("supersede", "Supersede {older}"),
@@ -87,7 +89,12 @@ def candidate_floor() -> float:
 
 def candidates(decision: Decision) -> list[tuple[Decision, float | None]]:
     """The channel's active decisions within 90 days of `decision`, nearest first, within the candidate
-    similarity; without a vector (embedding disabled) the most recent ones, unranked."""
+    similarity; without a vector (embedding disabled) the most recent ones, unranked.
+
+    The candidate similarity is that of the summaries, the space its floor was fitted in (the judge's
+    artefact; JEEVES_CONTRADICTION_THRESHOLD likewise). The stored vectors (Tier 3: summary, rationale and
+    topic tags) only pick the PREFILTER nearest; their summaries are then embedded in memory, not stored,
+    and compared. Ranking on the stored vectors alone passes twice as many pairs on to the judge."""
     recent = Decision.objects.filter(
         channel_id=decision.channel_id,
         status=DecisionStatus.ACTIVE,
@@ -104,12 +111,16 @@ def candidates(decision: Decision) -> list[tuple[Decision, float | None]]:
             source_type="decision", channel_id=decision.channel_id, source_id__in=recent.values("id")
         )
         .annotate(distance=CosineDistance("embedding", list(vector)))
-        .filter(distance__lte=1 - candidate_floor())
         .order_by("distance")
-        .values_list("source_id", "distance")[:CANDIDATES]
+        .values_list("source_id", "distance")[:PREFILTER]
     )
     by_id = recent.in_bulk([i for i, _ in near])
-    return [(by_id[i], 1 - float(d)) for i, d in near if i in by_id]
+    pool = [(by_id[i], 1 - float(d)) for i, d in near if i in by_id]
+    summaries = embed.vectors([decision.summary, *(d.summary for d, _ in pool)]) if pool else None
+    if summaries is not None:
+        pool = [(d, services.cosine(summaries[0], v)) for (d, _), v in zip(pool, summaries[1:], strict=True)]
+    floor = candidate_floor()
+    return sorted((p for p in pool if p[1] >= floor), key=lambda p: -p[1])[:CANDIDATES]
 
 
 def _ordered(a: Decision, b: Decision) -> tuple[Decision, Decision]:
@@ -142,16 +153,33 @@ def _model_input(prompt: str, older: Decision, newer: Decision, messages: Sequen
 
 def check(channel: ChannelConfig, decision_ids: Sequence[str]) -> list[DecisionConflict]:
     """Judge each new decision against its candidates; returns the pairs recorded (compatible ones included)."""
+    decisions = list(
+        Decision.objects.select_related("channel").filter(
+            channel=channel, pk__in=list(decision_ids), status=DecisionStatus.ACTIVE
+        )
+    )
+    _embed_first(channel, decisions)
     recorded: list[DecisionConflict] = []
-    for decision in Decision.objects.select_related("channel").filter(
-        channel=channel, pk__in=list(decision_ids), status=DecisionStatus.ACTIVE
-    ):
+    for decision in decisions:
         recorded += _check_one(decision)
     return recorded
 
 
+def _embed_first(channel: ChannelConfig, decisions: Sequence[Decision]) -> None:
+    """Candidates are found by their stored vectors, which Tier 3 writes (pipeline/embed.py) and may not
+    have reached yet, this check being queued beside it: its writer (idempotent, the same text and model
+    label) runs here first for the new decisions and the channel's other recent active decisions without
+    a vector, so a decision of the same run, or of the run before, is not missed as a candidate."""
+    if not decisions:
+        return
+    earliest = min(d.decided_at for d in decisions) - WITHIN
+    recent = Decision.objects.filter(channel=channel, status=DecisionStatus.ACTIVE, decided_at__gte=earliest)
+    missing = embed.unembedded(recent, "decision").order_by("-decided_at").values_list("pk", flat=True)
+    ids = dict.fromkeys([*(d.pk for d in decisions), *missing[:_UNEMBEDDED_EMBEDDED]])
+    embed.embed_records([("decision", str(pk)) for pk in ids])
+
+
 def _check_one(decision: Decision) -> list[DecisionConflict]:
-    embed.embed_records([("decision", str(decision.pk))])  # idempotent: usually written at extraction
     judged = contradictions.judged_pairs(decision)
     found = [
         (cand, cosine)

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from django.conf import settings
+from django.db.models import QuerySet
 
 from knowledge import services
-from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, Entity, Summary
+from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, Embedding, Entity, Summary
 from pipeline import embedder
 
 logger = logging.getLogger(__name__)
@@ -51,12 +52,22 @@ def _with_tags(text: str, tags: Sequence[str]) -> str:
     return f"{text} Topic: {', '.join(tags)}."
 
 
+def decision_text(summary: str, rationale: str | None, tags: Sequence[str]) -> str:
+    """The text a decision's vector is made from: summary, rationale, topic tags. Tier 2 embeds the same
+    text in memory to compare a new decision with the stored ones (knowledge.services.record_decision)."""
+    return _with_tags(summary if not rationale else f"{summary} {rationale}", tags)
+
+
+def entity_text(name: str, aliases: Sequence[str]) -> str:
+    """The text an entity's vector is made from: its name and first five aliases."""
+    return ", ".join([name, *aliases[:5]])
+
+
 def _record_text_and_meta(source_type: str, record: object) -> tuple[str, str, str | None, object, list[str]]:
-    """(text, channel_id, author_id, created_at, topic tags) of a record."""
+    """(text, channel_id, author_id, created_at, topic tags) of a record: the one text its vector is made from."""
     if isinstance(record, Decision):
-        text = record.summary if not record.rationale else f"{record.summary} {record.rationale}"
         return (
-            _with_tags(text, record.tags),
+            decision_text(record.summary, record.rationale, record.tags),
             record.channel_id,
             (record.decided_by or [None])[0],
             record.decided_at,
@@ -69,11 +80,21 @@ def _record_text_and_meta(source_type: str, record: object) -> tuple[str, str, s
         author = (record.participants or [None])[0]
         return record.summary, record.channel_id, author, record.occurred_at, list(record.tags)
     if isinstance(record, Entity):
-        text = ", ".join([record.name, *record.aliases[:5]])
-        return text, record.channel_id, None, record.first_seen or record.last_mentioned, []
+        return (
+            entity_text(record.name, record.aliases),
+            record.channel_id,
+            None,
+            record.first_seen or record.last_mentioned,
+            [],
+        )
     if isinstance(record, Summary):
         return record.summary, record.scope_id, None, record.period_end, []
     raise ValueError(f"cannot embed a {source_type}")
+
+
+def record_text(source_type: str, record: object) -> str:
+    """The text `record`'s vector is made from."""
+    return _record_text_and_meta(source_type, record)[0]
 
 
 _MODELS = {
@@ -85,8 +106,17 @@ _MODELS = {
 }
 
 
+def unembedded(records: QuerySet, source_type: str) -> QuerySet:
+    """Those of `records` (rows of `source_type`) with no vector yet: Tier 3 has not reached them."""
+    vectors = Embedding.objects.filter(source_type=source_type, source_id__isnull=False)
+    return records.exclude(pk__in=vectors.values("source_id"))
+
+
 def embed_records(records: Sequence[tuple[str, str]]) -> int:
-    """Embed each (source_type, id) that has no vector yet. Idempotent; returns rows written."""
+    """Embed each (source_type, id) that has no vector yet. Idempotent; returns rows written.
+
+    The only writer of record vectors (Tier 3; `jeeves reembed` replaces them the same way): each from
+    `_record_text_and_meta`'s text, labelled with the embed slot's model."""
     todo: list[tuple[str, object]] = []
     for source_type, raw_id in records:
         model = _MODELS.get(source_type)

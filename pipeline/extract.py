@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,13 +30,16 @@ from knowledge.models import (
 from pipeline import contradictions, debounce, embed, llm, offline, prompts, window
 from pipeline.classify import build_context, context_json
 from pipeline.context import ChannelContext
-from pipeline.schemas import ExtractResult
+from pipeline.schemas import ExtractedDecision, ExtractedEntity, ExtractResult
 from pipeline.window import WindowMessage
 
 logger = logging.getLogger(__name__)
 
 EMBED_TASK = "pipeline.tasks.embed_records"
 _ACTIVE_DECISIONS_IN_PROMPT = 20
+# Records Tier 3 has not embedded yet that a run's merges compare in memory, most recent first. Tier 3
+# usually runs within seconds, so this is the previous run's records at most.
+_UNEMBEDDED_COMPARED = 50
 
 
 @dataclass
@@ -200,10 +204,7 @@ def _write(
         if d.confidence >= floor and (ids := _cited(d.source_msg_ids, by_id)) and pending & set(ids)
     ]
     entities = [e for e in result.entities if e.name.strip()]
-    wanted = [d.summary for d, _ in decisions] + [", ".join([e.name, *e.aliases[:5]]) for e in entities]
-    found = embed.vectors(wanted) or []
-    decision_vectors = found[: len(decisions)] or [None] * len(decisions)
-    entity_vectors = found[len(decisions) :] or [None] * len(entities)
+    near = _comparison_vectors(channel, texts, [d for d, _ in decisions], entities)
 
     def guarded(kind: str, write, *args, **kwargs):
         try:
@@ -223,7 +224,7 @@ def _write(
             return services.source_key(kind, ids, ordinals[slot] - 1)
 
         decision_by_msg: dict[str, Decision] = {}
-        for (item, ids), vector in zip(decisions, decision_vectors, strict=True):
+        for (item, ids), vector in zip(decisions, near.decisions, strict=True):
             key = next_key("dec", ids)
             deciders = [u for u in (_resolve_member(ctx, r) for r in item.decided_by) if u]
             out = guarded(
@@ -243,9 +244,12 @@ def _write(
                 prompt_version=version,
                 vector=vector,
                 restates=item.restates_existing,
+                unembedded=near.unembedded_decisions,
             )
             if out is not None:
                 written["decision"].append(str(out.record.pk))
+                if out.created and vector is not None:  # no vector until Tier 3: compared in memory meanwhile
+                    near.unembedded_decisions[out.record.pk] = vector
                 for i in ids:
                     decision_by_msg.setdefault(i, out.record)
 
@@ -289,7 +293,7 @@ def _write(
 
         seen_at = max(by_id[i].ts for i in pending if i in by_id)
         entity_by_name: dict[str, Entity] = {}
-        for item, vector in zip(entities, entity_vectors, strict=True):
+        for item, vector in zip(entities, near.entities, strict=True):
             out = guarded(
                 "entity",
                 services.upsert_entity,
@@ -302,6 +306,7 @@ def _write(
                 vector=vector,
                 run_key=run_key,
                 mention_ids=sorted(pending),
+                unembedded=near.unembedded_entities,
             )
             if out is not None:
                 entity_by_name[services.normalise_name(item.name)] = out.record
@@ -309,6 +314,8 @@ def _write(
                     entity_by_name.setdefault(services.normalise_name(alias), out.record)
                 if out.created:
                     written["entity"].append(str(out.record.pk))
+                    if vector is not None:
+                        near.unembedded_entities[out.record.pk] = vector
 
         for rel in result.relationships:
             source = _entity(channel, entity_by_name, rel.source)
@@ -354,6 +361,73 @@ def _write(
             if out is not None:
                 written["signal"].append(str(out.record.pk))
     return written
+
+
+@dataclass
+class _Near:
+    """In-memory vectors for the merges of one run (restated decisions, entity dedup); never stored."""
+
+    decisions: list[list[float] | None]
+    entities: list[list[float] | None]
+    unembedded_decisions: dict[uuid.UUID, list[float]]
+    unembedded_entities: dict[uuid.UUID, list[float]]
+
+
+def _decision_text(item: ExtractedDecision, sources: Sequence[str]) -> str | None:
+    try:
+        summary, rationale, tags = services.decision_fields(item.summary, item.rationale, item.tags, sources)
+    except services.VerbatimText:
+        return None  # not stored: nothing to compare
+    return embed.decision_text(summary, rationale, tags)
+
+
+def _entity_text(item: ExtractedEntity, sources: Sequence[str]) -> str | None:
+    try:
+        name, aliases = services.entity_fields(item.name, item.aliases, sources)
+    except services.VerbatimText:
+        return None
+    return embed.entity_text(name, services.new_entity_aliases(name, aliases)) if name else None
+
+
+def _comparison_vectors(
+    channel: ChannelConfig,
+    sources: Sequence[str],
+    decisions: Sequence[ExtractedDecision],
+    entities: Sequence[ExtractedEntity],
+) -> _Near:
+    """Tier 3 (pipeline/embed.py) is the one writer of vectors. A run's merges compare in memory instead,
+    in Tier 3's space: each new decision's and entity's Tier-3 text as it will be stored, and the records
+    Tier 3 has not embedded yet (they would otherwise be missed until it has). One embedding call, made
+    before the write transaction."""
+    old_decisions: list[Decision] = []
+    if decisions:
+        active = Decision.objects.filter(channel=channel, status=DecisionStatus.ACTIVE)
+        old_decisions = list(embed.unembedded(active, "decision").order_by("-decided_at")[:_UNEMBEDDED_COMPARED])
+    old_entities: list[Entity] = []
+    if entities:
+        known = Entity.objects.filter(
+            organisation_id=channel.organisation_id, deleted=False, entity_type__in={e.type for e in entities}
+        )
+        old_entities = list(embed.unembedded(known, "entity").order_by("-last_mentioned")[:_UNEMBEDDED_COMPARED])
+    texts = [
+        *(_decision_text(d, sources) for d in decisions),
+        *(_entity_text(e, sources) for e in entities),
+        *(embed.record_text("decision", d) for d in old_decisions),
+        *(embed.record_text("entity", e) for e in old_entities),
+    ]
+    wanted = [t for t in texts if t]
+    found = iter(embed.vectors(wanted) or [None] * len(wanted))
+    vectors = [next(found) if t else None for t in texts]
+    new_at, old_at = len(decisions), len(decisions) + len(entities)
+    split = old_at + len(old_decisions)
+    return _Near(
+        decisions=vectors[:new_at],
+        entities=vectors[new_at:old_at],
+        unembedded_decisions={
+            d.pk: v for d, v in zip(old_decisions, vectors[old_at:split], strict=True) if v is not None
+        },
+        unembedded_entities={e.pk: v for e, v in zip(old_entities, vectors[split:], strict=True) if v is not None},
+    )
 
 
 def _entity(channel: ChannelConfig, known: dict[str, Entity], name: str) -> Entity | None:

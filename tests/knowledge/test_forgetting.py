@@ -133,9 +133,12 @@ class Populated:
                 created_at=T0,
             )  # fmt: skip
         self.local_entity = services.upsert_entity(
-            ch, name="Release Train", entity_type="project", seen_at=T0, vector=_vector(5),
-            run_key=f"run:{m1}", mention_ids=[m1],
+            ch, name="Release Train", entity_type="project", seen_at=T0, run_key=f"run:{m1}", mention_ids=[m1],
         ).record  # fmt: skip
+        services.record_embedding(  # as Tier 3 would
+            "entity", self.local_entity.pk, _vector(5), channel_id=self.cid, organisation_id=ORG, author_id=None,
+            created_at=T0,
+        )  # fmt: skip
         self.shared_entity = services.upsert_entity(
             ch, name="Ledger", entity_type="service", seen_at=T0, run_key=f"run:{m1}", mention_ids=[m1]
         ).record
@@ -191,7 +194,10 @@ class Populated:
         out = services.record_decision(
             ch, summary=summary, rationale=None, decided_by=by, decided_at=T0, confidence=0.9,
             source=services.source_ref([(i, T0) for i in ids]), sources_text=[], key=f"dec:{ids[0]}:0",
-            vector=_vector(seed),
+        )  # fmt: skip
+        services.record_embedding(  # as Tier 3 would
+            "decision", out.record.pk, _vector(seed), channel_id=ch.channel_id, organisation_id=ORG,
+            author_id=(by or [None])[0], created_at=T0,
         )  # fmt: skip
         return out.record
 

@@ -22,6 +22,7 @@ from knowledge.models import (
     ConflictStatus,
     Decision,
     DecisionConflict,
+    Embedding,
     LlmCall,
     MessageReceipt,
     PipelineCounter,
@@ -86,7 +87,9 @@ def _channel(**kw) -> ChannelConfig:
     )
 
 
-def _decision(ch: ChannelConfig, fid: str, summary: str, at: datetime, msg: str | None = None) -> Decision:
+def _decision(
+    ch: ChannelConfig, fid: str, summary: str, at: datetime, msg: str | None = None, *, embedded: bool = True
+) -> Decision:
     decision = Decision.objects.create(
         channel=ch,
         organisation_id=ch.organisation_id,
@@ -97,7 +100,8 @@ def _decision(ch: ChannelConfig, fid: str, summary: str, at: datetime, msg: str 
         source_ref=services.source_ref([(msg or f"m-{fid}", at)]),
         source_key=f"k-{fid}",
     )
-    embed.embed_records([("decision", str(decision.pk))])
+    if embedded:
+        embed.embed_records([("decision", str(decision.pk))])
     return decision
 
 
@@ -144,6 +148,25 @@ def test_a_new_decision_is_judged_against_the_channel_a_stated_replacement_appli
     calls = LlmCall.objects.filter(channel_id=ch.channel_id, slot="classify").count()
     assert duty.check(ch, [str(plants_now.pk), str(budget_now.pk)]) == []
     assert LlmCall.objects.filter(channel_id=ch.channel_id, slot="classify").count() == calls
+
+
+@pytest.mark.django_db
+def test_decisions_tier_3_has_not_embedded_yet_are_still_candidates(settings):
+    """The check is queued beside Tier 3: decisions of the run and of the run before may have no vector yet.
+    It runs Tier 3's writer for them first (one vector each, the embedder's model), then judges as ever."""
+    ch = _channel()
+    budget = _decision(ch, "DEC-0001", BUDGET, T, embedded=False)
+    newsletter = _decision(ch, "DEC-0002", NEWSLETTER, T + timedelta(hours=1), embedded=False)
+    budget_now = _decision(ch, "DEC-0003", BUDGET_NOW, T + timedelta(days=2), embedded=False)
+    assert not Embedding.objects.filter(channel_id=ch.channel_id).exists()
+
+    duty.check(ch, [str(newsletter.pk), str(budget_now.pk)])
+
+    held = _pair(budget, budget_now)
+    assert held.verdict != "compatible" and held.status == ConflictStatus.HELD
+    rows = Embedding.objects.filter(channel_id=ch.channel_id, source_type="decision")
+    assert sorted(rows.values_list("source_id", flat=True)) == sorted([budget.pk, newsletter.pk, budget_now.pk])
+    assert set(rows.values_list("model", flat=True)) == {settings.JEEVES.slot("embed").model}
 
 
 @pytest.mark.django_db

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 import uuid
 from datetime import UTC, datetime
 
@@ -11,11 +13,12 @@ from django.db import connection
 from django.test import override_settings
 
 from jeeves.config import SlotConfig
+from jeeves.queues import Queue
 from knowledge import forgetting, services
-from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, Entity, MessageReceipt
-from pipeline import claimcheck, classify, debounce, extract, llm, members, offline, window
-from pipeline.tasks import classify_message
-from tests.fakes.openai_server import FakeOpenAI, computed
+from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, Embedding, Entity, MessageReceipt
+from pipeline import claimcheck, classify, debounce, embed, embedder, extract, llm, members, offline, window
+from pipeline.tasks import classify_message, embed_records
+from tests.fakes.openai_server import FakeOpenAI, answer, computed, serving
 from tests.pipeline import evalset
 
 pytestmark = pytest.mark.django_db
@@ -185,3 +188,129 @@ def test_the_offline_engines_records_are_kept_whatever_their_probability(jeeves_
     for decision in low:
         assert any(set(decision.source_msg_ids) & ids for ids in stored)
     assert {d.confidence for d in Decision.objects.filter(channel=channel)} >= {d.confidence for d in low}
+
+
+def _queued(redis_client, queue: str) -> list[tuple[str, dict]]:
+    """(task name, kwargs) of each Celery message waiting in `queue` (kombu's Redis transport)."""
+    out = []
+    for raw_message in redis_client.lrange(queue, 0, -1):
+        envelope = json.loads(raw_message)
+        _, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
+        out.append((envelope["headers"]["task"], kwargs))
+    return out
+
+
+def test_tier_3_writes_every_records_one_vector_from_its_full_text(jeeves_settings, settings, redis_client):
+    """Tier 2 writes rows only; the embed task then gives each record one vector, labelled with the
+    embedder's model and made from the text `_record_text_and_meta` builds (for a decision: summary,
+    rationale and tags, not the summary alone), while the extraction model is another one."""
+    say, todo = str(uuid.uuid4()), str(uuid.uuid4())
+    channel = ChannelConfig.objects.create(channel_id=f"{uuid.uuid4()}@wire.example", organisation_id="wire.example")
+    _pending(
+        channel,
+        {say: "ok so standup moves to half nine from next week, the early slot clashes with school runs",
+         todo: "I'll move the calendar invite and tell the contractors"},
+        BOT_FREE,
+    )  # fmt: skip
+    redis_client.delete(Queue.EMBED.value)
+    extracted = {
+        "decisions": [
+            {
+                "summary": "The daily standup moves to 9:30.",
+                "rationale": "The earlier slot clashed with school runs.",
+                "tags": ["standup", "schedule"],
+                "source_msg_ids": [say],
+                "confidence": 0.9,
+            },
+        ],
+        "actions": [{"description": "The calendar invite will be moved.", "source_msg_ids": [todo], "confidence": 0.9}],
+        "signals": [
+            {"signal_type": "update", "summary": "Contractors will hear of the new time.", "source_msg_ids": [todo]}
+        ],
+        "entities": [{"name": "Daily standup", "type": "concept", "aliases": ["standup meeting"]}],
+    }
+    try:
+        with serving(settings, {"extract": "extract-model"}, extract_debounce_s=3600.0, extract_batch=1000) as server:
+            server.script("extract-model", answer(extracted))
+            report = extract.run(channel)
+    finally:
+        debounce.flush(channel.channel_id)
+    assert report.model == "extract-model" and report.written["decision"] == 1
+    assert not Embedding.objects.filter(channel_id=channel.channel_id).exists()  # Tier 2 wrote rows only
+
+    queued = [kwargs for name, kwargs in _queued(redis_client, Queue.EMBED.value) if name == extract.EMBED_TASK]
+    redis_client.delete(Queue.EMBED.value)
+    assert len(queued) == 1
+    decision = Decision.objects.get(channel=channel)
+    assert ["decision", str(decision.pk)] in queued[0]["records"]
+    embed_records(**queued[0])  # the embed task, run here
+    embed_records(**queued[0])  # a redelivery writes nothing more
+
+    embedder_model = settings.JEEVES.slot("embed").model
+    records = {
+        "decision": [decision],
+        "action": list(Action.objects.filter(channel=channel)),
+        "signal": list(ConversationSignal.objects.filter(channel=channel)),
+        "entity": list(Entity.objects.filter(channel_ids__contains=[channel.channel_id])),
+    }
+    for kind, rows in records.items():
+        assert len(rows) == 1, kind
+        (row,) = Embedding.objects.filter(source_type=kind, source_id=rows[0].pk)
+        assert row.model == embedder_model != "extract-model"
+        text = embed._record_text_and_meta(kind, rows[0])[0]
+        (expected,) = embedder.embed([text])
+        assert max(abs(a - b) for a, b in zip(row.embedding, expected, strict=True)) < 1e-4, kind
+    text = embed._record_text_and_meta("decision", decision)[0]
+    assert "school runs" in text and "standup" in text.split("Topic:")[-1]
+    (summary_only,) = embedder.embed([decision.summary])
+    stored = Embedding.objects.get(source_type="decision", source_id=decision.pk).embedding
+    assert max(abs(a - b) for a, b in zip(stored, summary_only, strict=True)) > 1e-3
+
+
+def test_a_restatement_merges_before_and_after_tier_3_and_no_vector_is_stored_meanwhile(
+    jeeves_settings, settings, redis_client
+):
+    """The near-duplicate merge compares Tier-3 texts: with the stored vector once Tier 3 ran, and in memory
+    while it has not (the decision of the run before, or an earlier one in the same run)."""
+    channel = ChannelConfig.objects.create(channel_id=f"{uuid.uuid4()}@wire.example", organisation_id="wire.example")
+    decision = {"summary": "Backups are kept for 30 days in cold storage.", "tags": ["backups"], "confidence": 0.9}
+    ids = [str(uuid.uuid4()) for _ in range(4)]
+    texts = [
+        "right, thirty days of backups in cold storage it is",
+        "yes thirty days, cold storage",
+        "agreed: backups stay thirty days in the cold tier",
+        "and the cold storage keeps them a month",
+    ]
+    redis_client.delete(Queue.EMBED.value)
+    try:
+        with serving(settings, {"extract": "extract-model"}, extract_debounce_s=3600.0, extract_batch=1000) as server:
+            # Run 1: two restatements of one decision in one run.
+            _pending(channel, dict(zip(ids[:2], texts[:2], strict=True)), BOT_FREE)
+            server.script(
+                "extract-model",
+                answer(
+                    {"decisions": [{**decision, "source_msg_ids": [ids[0]]}, {**decision, "source_msg_ids": [ids[1]]}]}
+                ),
+            )
+            extract.run(channel)
+            assert Decision.objects.filter(channel=channel).count() == 1
+            assert not Embedding.objects.filter(channel_id=channel.channel_id).exists()
+            # Run 2, before Tier 3 reached run 1's decision: compared in memory.
+            _pending(channel, {ids[2]: texts[2]}, BOT_FREE)
+            server.script("extract-model", answer({"decisions": [{**decision, "source_msg_ids": [ids[2]]}]}))
+            extract.run(channel)
+            assert Decision.objects.filter(channel=channel).count() == 1
+            assert not Embedding.objects.filter(channel_id=channel.channel_id).exists()
+            # Tier 3 runs; run 3 is compared with the stored vector.
+            for name, kwargs in _queued(redis_client, Queue.EMBED.value):
+                embed_records(**kwargs)
+            assert Embedding.objects.filter(channel_id=channel.channel_id, source_type="decision").count() == 1
+            _pending(channel, {ids[3]: texts[3]}, BOT_FREE)
+            server.script("extract-model", answer({"decisions": [{**decision, "source_msg_ids": [ids[3]]}]}))
+            extract.run(channel)
+    finally:
+        debounce.flush(channel.channel_id)
+        redis_client.delete(Queue.EMBED.value)
+    (merged,) = Decision.objects.filter(channel=channel)
+    assert merged.source_ref["wire_msg_ids"] == ids
+    assert Embedding.objects.filter(channel_id=channel.channel_id, source_type="decision").count() == 1
