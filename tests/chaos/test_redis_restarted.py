@@ -16,9 +16,11 @@ from tests.chaos import harness
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-# Not in the default run: on a loaded CI machine the pipeline did not settle within 240 s after the restart
-# (CI verify run, 1 December: 25 of 36 still waiting; 61 s on a quieter machine). Run with `-m chaos`.
+# In the default run (quick, ~50 s). It was taken out after "25 of 36 still waiting 240 s after the restart"
+# was put down to load; the cause was celery/kombu 5.7.0, whose worker died on losing its broker instead of
+# reconnecting (requirements.txt pins below 5.7).
 @pytest.mark.chaos
+@pytest.mark.quick
 def test_a_redis_restart_answers_503_while_away_and_every_message_is_recorded_or_counted(chaos_redis, record_row):
     private = chaos_redis
     fake = harness.provider()
