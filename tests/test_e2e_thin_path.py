@@ -58,7 +58,7 @@ def test_classify_task_is_published_with_expires_and_no_text(live_server, settin
     def capture(sender=None, headers=None, body=None, **kwargs):
         published.append((headers, body))
 
-    before_task_publish.connect(capture)
+    before_task_publish.connect(capture, weak=False)
     secret = "s3cret-for-tests"
     jeeves = settings.JEEVES.__class__(**{**settings.JEEVES.__dict__, "wire_secret": secret})
     try:
