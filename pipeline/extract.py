@@ -18,6 +18,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 
+from jeeves.config import LOCAL_MODEL
 from jeeves.queues import Queue
 from knowledge import forgetting, services
 from knowledge.models import (
@@ -192,7 +193,7 @@ def _write(
     # the thresholds fitted for each of its heads (their confidence is the head's probability, often under
     # 0.6 for a record the engine keeps): a second cut here dropped most of its decisions (dev through the
     # real stack: decisions recall 0.41, against 0.57 for the same engine in process).
-    floor = settings.JEEVES.extract_confidence_min if model != "local" else 0.0
+    floor = settings.JEEVES.extract_confidence_min if model != LOCAL_MODEL else 0.0
     by_id = {m.id: m for m in win}
     texts = [m.text for m in win]
     run_key = services.source_key("run", sorted(pending))

@@ -95,10 +95,6 @@ def _probabilities(w: np.ndarray, b: float, rows: Sequence[Sequence[float]]) -> 
     return list(1.0 / (1.0 + np.exp(-z)))
 
 
-def _topicality(q: Question, i: int) -> float:
-    return relevance.topicality_of(q.rows[i])
-
-
 def replay(questions: Sequence[Question], probs: Sequence[Sequence[float]], gate: float, margin: float) -> dict:
     """The answer step on given probabilities: no record unless the most on-topic citable candidate reaches
     `gate` (or the question is a filter); else the most probable, and those within `margin` of it. Returns
@@ -106,7 +102,7 @@ def replay(questions: Sequence[Question], probs: Sequence[Sequence[float]], gate
     answerable = right_none = none = top5 = top1 = cited = cited_ok = 0
     for q, p in zip(questions, probs, strict=True):
         order = sorted((i for i in range(len(p)) if q.citable[i]), key=lambda i: -p[i])
-        answers = bool(order) and (q.is_filter or max(_topicality(q, i) for i in order) >= gate)
+        answers = bool(order) and (q.is_filter or max(relevance.topicality_of(q.rows[i]) for i in order) >= gate)
         chosen = []
         if answers:
             chosen = [i for i in order if p[i] >= p[order[0]] - margin][:MAX_CITED]

@@ -219,9 +219,9 @@ def _action_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
     actor = w.name(msg.author_id)
     task = restate.task(record.segment if record.segment is not None else msg.text, actor, owner)
     if task and task.casefold().startswith(f"{owner.casefold()} "):
-        text = restate.sentence(task)  # "Imogen is comfortable taking it to the board": not a "to do" form
+        text = restate.sentence(task)  # "Wendell is happy presenting it": not a "to do" form
     elif task and _NEGATED.match(task):
-        text = restate.sentence(f"{owner} {task}")  # "Gareth can't baseline it", never "Gareth to can't …"
+        text = restate.sentence(f"{owner} {task}")  # "Wendell can't sign it off", never "Wendell to can't …"
     else:
         text = restate.sentence(f"{owner} to {task}" if task else f"{owner} to follow up on {actor}'s request")
     return restate.fit(text, sources), sources

@@ -154,7 +154,7 @@ def sentence(text: str) -> str:
 
 # Of a source message's words a record may keep, in order. The audit's goals are a median at most 0.6 and
 # no record at 0.9 or more: a cap of 0.8 per record meets both (dev median 0.54, train 0.37) and leaves a
-# whole clause where 0.6 cut most records mid-phrase ("every P1 gets.").
+# whole clause where 0.6 cut most records mid-phrase.
 MAX_SHARE = 0.8
 MAX_WORDS = 32  # a record is a sentence, not a paragraph
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -231,8 +231,8 @@ def task(text: str, actor: str, owner: str) -> str:
 
 
 def _without_vocative(text: str, owner: str) -> str:
-    """The request without the owner's name it opens on ("Teodora, offer them 25%" → "offer them 25%"):
-    the record names the owner itself ("Teodora to offer them 25%")."""
+    """The request without the owner's name it opens on ("Odile, book the minibus" → "book the minibus"):
+    the record names the owner itself ("Odile to book the minibus")."""
     names = {n for n in (owner, first_name(owner)) if n and n != "Someone"}
     for name in sorted(names, key=len, reverse=True):
         stripped = re.sub(rf"^{re.escape(name)}\b\s*[,:\u2013\u2014-]?\s*", "", text, flags=re.IGNORECASE)
@@ -247,8 +247,8 @@ def _verb_phrase(text: str) -> str:
 
 
 def base_form(phrase: str) -> str:
-    """A task said with a gerund ("making Kofi an offer") in the base form that follows "to" ("make Kofi an
-    offer"), by lemminflect's dictionary (a maintained English lemmatiser, no model download)."""
+    """A task said with a gerund ("booking the minibus") in the base form that follows "to" ("book the
+    minibus"), by lemminflect's dictionary (a maintained English lemmatiser, no model download)."""
     first, _, rest = phrase.partition(" ")
     word = first.casefold()
     if len(word) > 4 and word.endswith("ing") and word.isalpha():

@@ -93,7 +93,7 @@ def test_one_http_client_per_process_and_a_forked_child_builds_its_own(sidecar):
     pid = os.fork()
     if pid == 0:  # the child: never back into pytest
         try:
-            os.write(write, b"own" if outbound.http_client() is not client else b"shared")
+            os.write(write, b"own" if outbound.http_client() is not client else b"inherited")
         finally:
             os._exit(0)
     os.close(write)
