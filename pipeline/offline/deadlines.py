@@ -2,6 +2,7 @@
 
 Follows the evalset conventions (today/EOD/tonight → same day, "by Friday" → next such weekday,
 "this week" → Friday, "next Friday"/"end of next week" → the following week, "before the 14th"
+(or "before the review on the 14th", "ahead of the 14 May launch")
 → the 13th, "end of month" → its last day); explicit dates go through `dateparser`.
 """
 
@@ -40,8 +41,10 @@ _TOMORROW = re.compile(r"\b(tomorrow|tmrw|tmr)\b")
 _NEXT_WEEKDAY = re.compile(rf"\b(next {_WD}|{_WD} next week|end of next week|next week)\b")
 _THIS_WEEK = re.compile(r"\b(this week|end of (the )?week|eow)\b")
 _END_OF_MONTH = re.compile(r"\b(end of (the )?month|eom|month[- ]end)\b")
-_BEFORE_ORD = re.compile(rf"\bbefore (the )?{_ORD}\b")
-_BEFORE_DATE = re.compile(rf"\bbefore ({_MONTHS} \d{{1,2}}|\d{{1,2}} {_MONTHS})\b")
+# "before the 14th", "before the review on the 14th", "ahead of go-live on 3 May": the day before.
+_BEFORE = r"\b(?:before|ahead of)(?: (?![\d])[\w'-]+){0,4}?(?: on| by)?"
+_BEFORE_ORD = re.compile(rf"{_BEFORE} (the )?{_ORD}\b")
+_BEFORE_DATE = re.compile(rf"{_BEFORE} (?:the )?({_MONTHS} \d{{1,2}}|\d{{1,2}} {_MONTHS})\b")
 _EXPLICIT = re.compile(
     rf"\b(?:by|until|till|on|due|for|before|deadline|from)?\s*(?:{_WD} )?(?:the )?({_MONTHS} \d{{1,2}}(?:st|nd|rd|th)?"
     rf"|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTHS})\b"
