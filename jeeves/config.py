@@ -2,15 +2,24 @@
 
 `jeeves/settings.py` is the only module that passes `os.environ` in; everything else reads
 `django.conf.settings.JEEVES`. A bad value raises `ConfigError` naming the variable.
+
+Each field of `JeevesConfig` names its variable, default and type once; pydantic-settings reads the
+variables (blank = the default) and pydantic validates them. The type's `Kind` is what the one-line
+error says the value is not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import base64
+import binascii
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Annotated, Any, Literal, get_type_hints
 
 from django.core.exceptions import ImproperlyConfigured
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, create_model
+from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 SLOTS: tuple[str, ...] = (
     "classify",
@@ -23,25 +32,31 @@ SLOTS: tuple[str, ...] = (
 )
 LOCAL_MODEL = "local"
 
+DEFAULT_PATH_WEIGHTS: dict[str, float] = {
+    "structured": 1.0,
+    "semantic": 1.0,
+    "fulltext": 0.8,
+    "graph": 0.6,
+    "summary": 0.5,
+}
+
 
 class ConfigError(ImproperlyConfigured):
     """A variable of the environment has a value Jeeves cannot use."""
 
 
-T = TypeVar("T")
+@dataclass(frozen=True)
+class Kind:
+    """What a value of this type is, for the error line: `NAME='raw' is not <text>`. A secret's line
+    gives the validator's own reason instead, never the value."""
+
+    text: str
+    secret: bool = False
 
 
-def _read(env: Mapping[str, str], name: str, default: T, cast: Callable[[str], T], kind: str) -> T:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return cast(raw.strip())
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name}={raw!r} is not {kind}") from None
-
-
-def _bool(raw: str) -> bool:
+def _bool(raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
     lowered = raw.lower()
     if lowered in {"1", "true", "yes", "on"}:
         return True
@@ -50,61 +65,25 @@ def _bool(raw: str) -> bool:
     raise ValueError(raw)
 
 
-def _positive_int(raw: str) -> int:
-    value = int(raw)
-    if value <= 0:
-        raise ValueError(raw)
-    return value
-
-
-def _non_negative_int(raw: str) -> int:
-    value = int(raw)
-    if value < 0:
-        raise ValueError(raw)
-    return value
-
-
-def _non_negative_float(raw: str) -> float:
-    value = float(raw)
-    if value < 0 or value != value:
-        raise ValueError(raw)
-    return value
-
-
-def _unit_float(raw: str) -> float:
-    value = float(raw)
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(raw)
-    return value
-
-
-def _positive_float(raw: str) -> float:
-    value = float(raw)
-    if value <= 0:
-        raise ValueError(raw)
-    return value
-
-
-def _weights(raw: str) -> dict[str, float]:
+def _weights(raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
     weights: dict[str, float] = {}
     for part in raw.split(","):
         name, _, value = part.partition("=")
         if not name.strip() or not value.strip():
             raise ValueError(raw)
         weights[name.strip()] = float(value)
-    unknown = set(weights) - set(DEFAULT_PATH_WEIGHTS)
-    if unknown:
+    if set(weights) - set(DEFAULT_PATH_WEIGHTS):
         raise ValueError(raw)
     return {**DEFAULT_PATH_WEIGHTS, **weights}
 
 
-def _fernet_keys(env: Mapping[str, str]) -> tuple[str, ...]:
-    """JEEVES_ENCRYPTION_KEYS: comma-separated Fernet keys, the first encrypts, all decrypt. A bad key is
-    named by its position, never echoed (it is a secret)."""
-    import base64
-    import binascii
-
-    raw = env.get("JEEVES_ENCRYPTION_KEYS", "")
+def _fernet_keys(raw: Any) -> Any:
+    """Comma-separated Fernet keys, the first encrypts, all decrypt. A bad key is named by its position,
+    never echoed (it is a secret)."""
+    if not isinstance(raw, str):
+        return raw
     keys = tuple(k.strip() for k in raw.split(",") if k.strip())
     for n, key in enumerate(keys, 1):
         try:
@@ -112,26 +91,41 @@ def _fernet_keys(env: Mapping[str, str]) -> tuple[str, ...]:
         except (binascii.Error, ValueError, UnicodeEncodeError):
             ok = False
         if not ok:
-            raise ConfigError(
-                f"JEEVES_ENCRYPTION_KEYS: key {n} of {len(keys)} is not a Fernet key (32 url-safe base64 bytes)"
-            )
+            raise ValueError(f"key {n} of {len(keys)} is not a Fernet key (32 url-safe base64 bytes)")
     return keys
 
 
 def _qualified_id(raw: str) -> str:
     ident, sep, domain = raw.partition("@")
-    if not sep or not ident or not domain:
+    if raw and (not sep or not ident or not domain):
         raise ValueError(raw)
     return raw
 
 
-DEFAULT_PATH_WEIGHTS: dict[str, float] = {
-    "structured": 1.0,
-    "semantic": 1.0,
-    "fulltext": 0.8,
-    "graph": 0.6,
-    "summary": 0.5,
-}
+Text = Annotated[str, Kind("a string")]
+Url = Annotated[str, AfterValidator(lambda url: url.rstrip("/")), Kind("a string")]
+PositiveInt = Annotated[int, Field(gt=0), Kind("a positive integer")]
+NonNegativeInt = Annotated[int, Field(ge=0), Kind("a non-negative integer")]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False), Kind("a positive number")]
+NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False), Kind("a non-negative number")]
+UnitFloat = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False), Kind("a number between 0 and 1")]
+Bool = Annotated[bool, BeforeValidator(_bool), Kind("a boolean (1/0, true/false)")]
+LogLevel = Annotated[
+    Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(str.upper), Kind("a logging level")
+]
+LogFormat = Annotated[Literal["", "json", "text"], BeforeValidator(str.lower), Kind("json or text")]
+Handle = Annotated[str, AfterValidator(lambda handle: handle.lstrip("@").lower()), Kind("a string")]
+QualifiedId = Annotated[str, AfterValidator(_qualified_id), Kind("a qualified id of the form uuid@domain")]
+PathWeights = Annotated[
+    dict[str, float], NoDecode, BeforeValidator(_weights), Kind("a list like structured=1,semantic=1")
+]
+FernetKeys = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_fernet_keys), Kind("Fernet keys", secret=True)]
+
+
+def var(name: str, default: Any, kind: str | None = None) -> Any:
+    """A field read from the variable `name` (blank or unset: `default`); `kind` overrides its type's
+    wording in the error line."""
+    return dataclasses.field(default=default, metadata={"env": name, "kind": kind})
 
 
 @dataclass(frozen=True)
@@ -142,171 +136,155 @@ class SlotConfig:
 
 @dataclass(frozen=True)
 class JeevesConfig:
-    # Model provider and slots (docs/architecture.md §6)
-    llm_base_url: str
-    llm_api_key: str
-    llm_timeout_ms: int
+    # Model provider and slots (docs/architecture.md §6): JEEVES_MODEL_<SLOT>, JEEVES_FALLBACK_<SLOT>;
+    # with no provider configured every slot runs on the offline engine
     slots: dict[str, SlotConfig]
+    llm_base_url: Text = var("JEEVES_LLM_BASE_URL", "")
+    llm_api_key: Text = var("JEEVES_LLM_API_KEY", "")
+    llm_timeout_ms: PositiveInt = var("JEEVES_LLM_TIMEOUT_MS", 60000)
     # Thresholds (docs/architecture.md §6)
-    extract_confidence_min: float
-    complexity_threshold: float
-    entity_dedup_threshold: float
-    contradiction_threshold: float
+    extract_confidence_min: UnitFloat = var("JEEVES_EXTRACT_CONFIDENCE_MIN", 0.6)
+    complexity_threshold: UnitFloat = var("JEEVES_COMPLEXITY_THRESHOLD", 0.7)
+    entity_dedup_threshold: UnitFloat = var("JEEVES_ENTITY_DEDUP_THRESHOLD", 0.92)
+    contradiction_threshold: UnitFloat = var("JEEVES_CONTRADICTION_THRESHOLD", 0.78)
     # Embedding
-    embed_dims: int
-    embed_messages: bool
-    embed_threads: int
+    embed_dims: PositiveInt = var("JEEVES_EMBED_DIMS", 384)
+    embed_messages: Bool = var("JEEVES_EMBED_MESSAGES", False)
+    embed_threads: PositiveInt = var("JEEVES_EMBED_THREADS", 1)
     # Pipeline timing and bounds (docs/architecture.md §2-§4)
-    queue_ttl_s: int
-    window_size: int
-    window_max_age_s: int
-    extract_debounce_s: float
-    extract_batch: int
-    staleness_days: int
+    queue_ttl_s: PositiveInt = var("JEEVES_QUEUE_TTL_S", 60)
+    window_size: PositiveInt = var("JEEVES_WINDOW_SIZE", 30)
+    window_max_age_s: PositiveInt = var("JEEVES_WINDOW_MAX_AGE_S", 900)
+    extract_debounce_s: PositiveFloat = var("JEEVES_EXTRACT_DEBOUNCE_S", 5.0)
+    extract_batch: PositiveInt = var("JEEVES_EXTRACT_BATCH", 10)
+    staleness_days: PositiveInt = var("JEEVES_STALENESS_DAYS", 7)
     # Backing services (Redis, Postgres): how long one call may hang before it counts as a failure
-    backend_timeout_s: float
-    db_statement_timeout_s: int
+    backend_timeout_s: PositiveFloat = var("JEEVES_BACKEND_TIMEOUT_S", 3.0)
+    db_statement_timeout_s: NonNegativeInt = var(
+        "JEEVES_DB_STATEMENT_TIMEOUT_S", 60, "a non-negative integer (0 = no limit)"
+    )
     # Faults (issue 11): a running task holds a lease renewed every third of this; a task delivered to a
     # worker whose lease lapsed (the worker died) is put back on its queue by any live worker's sweeper
-    task_lease_s: int
-    sweep_interval_s: float
+    task_lease_s: PositiveInt = var("JEEVES_TASK_LEASE_S", 15)
+    sweep_interval_s: PositiveFloat = var("JEEVES_SWEEP_INTERVAL_S", 5.0)
     # Clocks: how far apart (seconds) the web host's, the workers' and Redis' clocks may be; measured
     # offsets are exported at /metrics and logged when over this
-    clock_skew_s: float
+    clock_skew_s: NonNegativeFloat = var("JEEVES_CLOCK_SKEW_S", 5.0)
     # Fairness: per-channel token bucket at the bridge (messages/s, burst); over it a message is still
     # received but classified by the offline engine at low priority. 0 = no limit
-    channel_rate: float
-    channel_burst: int
+    channel_rate: NonNegativeFloat = var("JEEVES_CHANNEL_RATE", 2.0, "a non-negative number (0 = off)")
+    channel_burst: PositiveInt = var("JEEVES_CHANNEL_BURST", 60)
     # Questions one person may ask per minute before the answer is a polite "one moment" (model spend)
-    questions_per_minute: int
-    # Forgetting (docs/guarantees.md §7)
-    retention_after_leave_days: int  # a channel Jeeves left is purged this long after; 0 = at once
-    retention_days: int  # records older than this are aged out nightly; 0 = kept
+    questions_per_minute: NonNegativeInt = var("JEEVES_QUESTIONS_PER_MINUTE", 10, "a non-negative integer (0 = off)")
+    # Forgetting (docs/guarantees.md §7): a channel Jeeves left is purged this long after (0 = at once);
+    # records older than retention_days are aged out nightly (0 = kept)
+    retention_after_leave_days: NonNegativeInt = var(
+        "JEEVES_RETENTION_AFTER_LEAVE_DAYS", 7, "a whole number of days (0 = at once)"
+    )
+    retention_days: NonNegativeInt = var("JEEVES_RETENTION_DAYS", 0, "a whole number of days (0 = off)")
     # Retrieval (docs/architecture.md §7)
-    context_tokens: int
-    recency_half_life_days: float
-    path_weights: dict[str, float]
+    context_tokens: PositiveInt = var("JEEVES_CONTEXT_TOKENS", 6000)
+    recency_half_life_days: PositiveFloat = var("JEEVES_RECENCY_HALF_LIFE_DAYS", 30.0)
+    path_weights: PathWeights = dataclasses.field(
+        default_factory=lambda: dict(DEFAULT_PATH_WEIGHTS), metadata={"env": "JEEVES_PATH_WEIGHTS", "kind": None}
+    )
     # Wire bridge (docs/wire-protocols.md)
-    wire_secret: str
-    wire_sidecar_url: str
-    wire_app_id: str
-    wire_handle: str
-    roman_secret: str
-    roman_url: str
-    wire_default_domain: str
+    wire_secret: Text = var("JEEVES_WIRE_SECRET", "")
+    wire_sidecar_url: Url = var("JEEVES_WIRE_SIDECAR_URL", "http://127.0.0.1:8081")
+    wire_app_id: QualifiedId = var("JEEVES_WIRE_APP_ID", "")
+    wire_handle: Handle = var("JEEVES_WIRE_HANDLE", "jeeves")
+    roman_secret: Text = var("JEEVES_ROMAN_SECRET", "")
+    roman_url: Url = var("JEEVES_ROMAN_URL", "http://127.0.0.1:8082")
+    wire_default_domain: Text = var("JEEVES_WIRE_DEFAULT_DOMAIN", "wire.com")
     # Secrets at rest: Fernet keys, the first encrypts, all decrypt (`jeeves rotate-keys`)
-    encryption_keys: tuple[str, ...]
+    encryption_keys: FernetKeys = var("JEEVES_ENCRYPTION_KEYS", ())
     # Operations: GET /metrics needs `Authorization: Bearer <token>` when set
-    metrics_token: str
+    metrics_token: Text = var("JEEVES_METRICS_TOKEN", "")
     # Processes started by `jeeves up`
-    web_port: int
-    flower_port: int
-    flower_basic_auth: str
-    embedded_redis_port: int
-    log_level: str
-    log_format: str  # json, text, or "" (json outside the embedded mode and DEBUG, text inside)
+    web_port: PositiveInt = var("JEEVES_WEB_PORT", 8000)
+    flower_port: PositiveInt = var("JEEVES_FLOWER_PORT", 5555)
+    flower_basic_auth: Text = var("JEEVES_FLOWER_BASIC_AUTH", "")
+    embedded_redis_port: PositiveInt = var("JEEVES_EMBEDDED_REDIS_PORT", 63799)
+    log_level: LogLevel = var("JEEVES_LOG_LEVEL", "INFO")
+    # json, text, or "" (json outside the embedded mode and DEBUG, text inside)
+    log_format: LogFormat = var("JEEVES_LOG_FORMAT", "")
     # Benchmark-only endpoints (GET /wire/bench/noop, the baseline of bench/ingest.py); off in production
-    bench_endpoints: bool
-    data_dir: str
+    bench_endpoints: Bool = var("JEEVES_BENCH_ENDPOINTS", False)
+    data_dir: Text = var("JEEVES_DATA_DIR", "")
 
     def slot(self, name: str) -> SlotConfig:
         return self.slots[name]
 
 
+_HINTS = get_type_hints(JeevesConfig, include_extras=True)
+_VARIABLES = {f.name: f for f in dataclasses.fields(JeevesConfig) if "env" in f.metadata}
+_SLOT_VARIABLES = {
+    f"{kind}_{slot}": f"JEEVES_{kind.upper()}_{slot.upper()}" for kind in ("model", "fallback") for slot in SLOTS
+}
+
+
+def _model_field(f: dataclasses.Field) -> tuple[Any, Any]:
+    if f.default is dataclasses.MISSING:
+        return (_HINTS[f.name], Field(default_factory=f.default_factory, validation_alias=f.metadata["env"]))
+    return (_HINTS[f.name], Field(f.default, validation_alias=f.metadata["env"]))
+
+
+class _Environment(BaseSettings):
+    model_config = SettingsConfigDict(case_sensitive=True, extra="ignore", frozen=True)
+
+
+# Every variable as one pydantic-settings model: JeevesConfig's fields that name one, and the slots'.
+Environment: type[BaseSettings] = create_model(
+    "Environment",
+    __base__=_Environment,
+    **{name: _model_field(f) for name, f in _VARIABLES.items()},
+    **{name: (Text, Field(LOCAL_MODEL, validation_alias=variable)) for name, variable in _SLOT_VARIABLES.items()},
+)
+
+
+def _kind(field_name: str, info: Any) -> Kind:
+    """A variable's Kind for its error line: its type's, worded by its field where the field says more."""
+    kind = next(m for m in info.metadata if isinstance(m, Kind))
+    wording = _VARIABLES[field_name].metadata["kind"] if field_name in _VARIABLES else None
+    return dataclasses.replace(kind, text=wording) if wording else kind
+
+
+_KINDS = {str(info.validation_alias): _kind(name, info) for name, info in Environment.model_fields.items()}
+
+
+class _Given(EnvSettingsSource):
+    """The mapping handed to load() (os.environ from settings.py, a dict in tests), values stripped; a
+    blank value is unset, so its default applies."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]):
+        self._given = env
+        super().__init__(settings_cls, case_sensitive=True)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {name: value.strip() for name, value in self._given.items() if value and value.strip()}
+
+
 def load(env: Mapping[str, str]) -> JeevesConfig:
     """Build the configuration from `env`, raising ConfigError on the first bad variable."""
 
-    def s(name: str, default: str) -> str:
-        return _read(env, name, default, str, "a string")
+    class FromEnv(Environment):  # type: ignore[misc,valid-type]
+        @classmethod
+        def settings_customise_sources(
+            cls, settings_cls: type[BaseSettings], **_sources: PydanticBaseSettingsSource
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (_Given(settings_cls, env),)
 
-    def i(name: str, default: int) -> int:
-        return _read(env, name, default, _positive_int, "a positive integer")
-
-    def f01(name: str, default: float) -> float:
-        return _read(env, name, default, _unit_float, "a number between 0 and 1")
-
-    def fpos(name: str, default: float) -> float:
-        return _read(env, name, default, _positive_float, "a positive number")
-
-    def b(name: str, default: bool) -> bool:
-        return _read(env, name, default, _bool, "a boolean (1/0, true/false)")
-
-    base_url = s("JEEVES_LLM_BASE_URL", "")
-    # With no provider configured every slot runs on the offline engine.
-    slot_default = LOCAL_MODEL
-    slots = {
-        name: SlotConfig(
-            model=s(f"JEEVES_MODEL_{name.upper()}", slot_default),
-            fallback=s(f"JEEVES_FALLBACK_{name.upper()}", LOCAL_MODEL),
-        )
-        for name in SLOTS
-    }
-    log_level = s("JEEVES_LOG_LEVEL", "INFO").upper()
-    if log_level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
-        raise ConfigError(f"JEEVES_LOG_LEVEL={log_level!r} is not a logging level")
-    log_format = s("JEEVES_LOG_FORMAT", "").lower()
-    if log_format not in {"", "json", "text"}:
-        raise ConfigError(f"JEEVES_LOG_FORMAT={log_format!r} is not json or text")
-    app_id = _read(env, "JEEVES_WIRE_APP_ID", "", _qualified_id, "a qualified id of the form uuid@domain")
-    handle = s("JEEVES_WIRE_HANDLE", "jeeves").lstrip("@").lower()
-
-    return JeevesConfig(
-        llm_base_url=base_url,
-        llm_api_key=s("JEEVES_LLM_API_KEY", ""),
-        llm_timeout_ms=i("JEEVES_LLM_TIMEOUT_MS", 60000),
-        slots=slots,
-        extract_confidence_min=f01("JEEVES_EXTRACT_CONFIDENCE_MIN", 0.6),
-        complexity_threshold=f01("JEEVES_COMPLEXITY_THRESHOLD", 0.7),
-        entity_dedup_threshold=f01("JEEVES_ENTITY_DEDUP_THRESHOLD", 0.92),
-        contradiction_threshold=f01("JEEVES_CONTRADICTION_THRESHOLD", 0.78),
-        embed_dims=i("JEEVES_EMBED_DIMS", 384),
-        embed_messages=b("JEEVES_EMBED_MESSAGES", False),
-        embed_threads=i("JEEVES_EMBED_THREADS", 1),
-        queue_ttl_s=i("JEEVES_QUEUE_TTL_S", 60),
-        window_size=i("JEEVES_WINDOW_SIZE", 30),
-        window_max_age_s=i("JEEVES_WINDOW_MAX_AGE_S", 900),
-        extract_debounce_s=fpos("JEEVES_EXTRACT_DEBOUNCE_S", 5.0),
-        extract_batch=i("JEEVES_EXTRACT_BATCH", 10),
-        staleness_days=i("JEEVES_STALENESS_DAYS", 7),
-        backend_timeout_s=fpos("JEEVES_BACKEND_TIMEOUT_S", 3.0),
-        db_statement_timeout_s=_read(
-            env, "JEEVES_DB_STATEMENT_TIMEOUT_S", 60, _non_negative_int, "a non-negative integer (0 = no limit)"
-        ),
-        task_lease_s=i("JEEVES_TASK_LEASE_S", 15),
-        sweep_interval_s=fpos("JEEVES_SWEEP_INTERVAL_S", 5.0),
-        clock_skew_s=_read(env, "JEEVES_CLOCK_SKEW_S", 5.0, _non_negative_float, "a non-negative number"),
-        channel_rate=_read(env, "JEEVES_CHANNEL_RATE", 2.0, _non_negative_float, "a non-negative number (0 = off)"),
-        channel_burst=i("JEEVES_CHANNEL_BURST", 60),
-        questions_per_minute=_read(
-            env, "JEEVES_QUESTIONS_PER_MINUTE", 10, _non_negative_int, "a non-negative integer (0 = off)"
-        ),
-        retention_after_leave_days=_read(
-            env, "JEEVES_RETENTION_AFTER_LEAVE_DAYS", 7, _non_negative_int, "a whole number of days (0 = at once)"
-        ),
-        retention_days=_read(env, "JEEVES_RETENTION_DAYS", 0, _non_negative_int, "a whole number of days (0 = off)"),
-        context_tokens=i("JEEVES_CONTEXT_TOKENS", 6000),
-        recency_half_life_days=fpos("JEEVES_RECENCY_HALF_LIFE_DAYS", 30.0),
-        path_weights=_read(
-            env, "JEEVES_PATH_WEIGHTS", dict(DEFAULT_PATH_WEIGHTS), _weights, "a list like structured=1,semantic=1"
-        ),
-        wire_secret=s("JEEVES_WIRE_SECRET", ""),
-        wire_sidecar_url=s("JEEVES_WIRE_SIDECAR_URL", "http://127.0.0.1:8081").rstrip("/"),
-        wire_app_id=app_id,
-        wire_handle=handle,
-        roman_secret=s("JEEVES_ROMAN_SECRET", ""),
-        roman_url=s("JEEVES_ROMAN_URL", "http://127.0.0.1:8082").rstrip("/"),
-        wire_default_domain=s("JEEVES_WIRE_DEFAULT_DOMAIN", "wire.com"),
-        encryption_keys=_fernet_keys(env),
-        metrics_token=s("JEEVES_METRICS_TOKEN", ""),
-        web_port=i("JEEVES_WEB_PORT", 8000),
-        flower_port=i("JEEVES_FLOWER_PORT", 5555),
-        flower_basic_auth=s("JEEVES_FLOWER_BASIC_AUTH", ""),
-        embedded_redis_port=i("JEEVES_EMBEDDED_REDIS_PORT", 63799),
-        log_level=log_level,
-        log_format=log_format,
-        bench_endpoints=b("JEEVES_BENCH_ENDPOINTS", False),
-        data_dir=s("JEEVES_DATA_DIR", ""),
-    )
+    try:
+        values = FromEnv()
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        name = str(error["loc"][0])
+        kind = _KINDS[name]
+        if kind.secret:
+            raise ConfigError(f"{name}: {error.get('ctx', {}).get('error', 'invalid')}") from None
+        raise ConfigError(f"{name}={env[name].strip()!r} is not {kind.text}") from None
+    slots = {slot: SlotConfig(getattr(values, f"model_{slot}"), getattr(values, f"fallback_{slot}")) for slot in SLOTS}
+    return JeevesConfig(slots=slots, **{name: getattr(values, name) for name in _VARIABLES})
 
 
 # The password Flower once shipped with: never accepted outside the embedded mode.
