@@ -8,6 +8,7 @@ The records are then built by general rules with parameters tuned on train:
 - an action's owner is its author for a self-commitment, the addressed member for a request (a head
   learns when a message naming someone is still the author's own task), one action per member when
   several are given their own part; a short reply by the owner (an acknowledgement, "done") joins it;
+  a request that names no one is owned by the member whose short reply at once takes it up;
 - a signal is kept only when it carries information: a blocker, or an update stating a figure or a date.
 A record is emitted only when its first evidence is pending, so a burst never re-emits what an earlier
 one stored. Every text is a third-person restatement, cut to at most 60 % of its message's words.
@@ -191,6 +192,7 @@ def _actions(w: _Window) -> list[_Record]:
                 records.append(_Record("action", [i], owner=people[0]))
         else:
             records.append(_Record("action", [i], owner=_member(w.ctx, msg.author_id)))
+    records = _taken_up(w, records)
     # Completion: a later report by the owner that is about the same thing.
     for record in records:
         if record.done or record.owner is None:
@@ -203,6 +205,33 @@ def _actions(w: _Window) -> list[_Record]:
                 record.done = True
                 break
     return records
+
+
+_SELF = re.compile(r"\b(?:i'll|ill|i will|i'm|im|i am|i can|i'd|me|myself)\b", re.IGNORECASE)
+
+
+def _taken_up(w: _Window, records: list[_Record]) -> list[_Record]:
+    """A request with no one named, answered at once by another member's short commitment ("on it",
+    "will do", "sure, tomorrow"), is that member's task: the reply joins it instead of opening its own."""
+    params = w.scored.engine.params
+    dropped: set[int] = set()
+    for record in records:
+        a = record.anchor
+        author = w.msgs[a].author_id
+        if record.segment is not None or record.owner is None or record.owner.user_id != author:
+            continue
+        if _SELF.search(w.msgs[a].text):
+            continue  # the author's own commitment
+        for j in range(a + 1, min(a + 3, len(w.msgs))):
+            reply = w.msgs[j]
+            if reply.author_id == author or reply.author_id in w.ctx.bot_ids:
+                continue
+            if w.words(j) <= params["ack_words"] and "?" not in reply.text and w.scored.over("action_ev", j):
+                record.owner = _member(w.ctx, reply.author_id)
+                record.evidence = sorted({*record.evidence, j})
+                dropped |= {id(r) for r in records if r is not record and r.anchor == j}
+            break
+    return [r for r in records if id(r) not in dropped]
 
 
 _NEGATED = re.compile(

@@ -90,6 +90,20 @@ def test_a_self_commitment_is_owned_by_its_author() -> None:
     assert actions[0].description.startswith("Ana to ")
 
 
+def test_a_request_naming_no_one_is_owned_by_the_member_who_takes_it_up() -> None:
+    msgs = window(
+        (CARA, "the staging certificate runs out on Friday"),
+        (ANA, "somebody please renew the staging certificate and rotate the load balancer keys by Thursday"),
+        (BEN, "on it, will do both"),
+        (CARA, "thanks"),
+    )
+    actions = [a for a in extract(msgs, CTX).actions if "m2" in a.source_msg_ids]
+    assert len(actions) == 1, actions
+    assert actions[0].owner_id == BEN.user_id
+    assert "m3" in actions[0].source_msg_ids
+    assert actions[0].deadline == date(2026, 5, 7)
+
+
 def test_one_message_giving_two_people_their_own_part_gives_two_actions() -> None:
     msgs = window(
         (ANA, "the office move is on Saturday and nothing is booked yet"),
