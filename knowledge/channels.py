@@ -6,18 +6,14 @@ Every write to `channel_config` / `roman_bots` goes through here; the bridge dec
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime
 
-import psycopg
-from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
-from knowledge.models import ChannelConfig, ChannelState, ConversationType, MessageReceipt, RomanBot
+from knowledge.models import ChannelConfig, ChannelState, ConversationType, RomanBot
 
 logger = logging.getLogger(__name__)
 
@@ -65,82 +61,6 @@ def ensure_channel(
         ChannelConfig.objects.filter(channel_id=channel_id).update(**fields)
         channel.refresh_from_db()
     return channel
-
-
-# The webhook's admission, one statement: the gate (state, epoch, left, tombstone) under a share lock on the
-# channel row, and the receipt written only when the gate is open. set_config(..., true) lasts for this
-# transaction only. synchronous_commit off: a receipt lost to a crash in the next few milliseconds only
-# weakens dedupe of a redelivery, which the tiers' natural keys cover. lock_timeout / statement_timeout: a
-# state change holding the row, or a stalled server, fails the webhook with 503 within the backend timeout.
-_ADMIT = f"""WITH gate AS (
-  SELECT set_config('synchronous_commit', 'off', true), set_config('lock_timeout', %(budget)s, true),
-         set_config('statement_timeout', %(budget)s, true),
-         c.state, c.epoch, c.left_at IS NOT NULL AS left_channel,
-         EXISTS (SELECT 1 FROM message_tombstones t WHERE t.channel_id = c.channel_id
-                 AND t.wire_msg_id = %(msg)s AND t.expires_at > now()) AS forgotten
-  FROM channel_config c WHERE c.channel_id = %(channel)s FOR SHARE OF c
-), receipt AS (
-  INSERT INTO {MessageReceipt._meta.db_table}
-    (channel_id, wire_msg_id, author_id, sent_at, received_at, tier, categories, outcome)
-  SELECT %(channel)s, %(msg)s, %(author)s, %(sent_at)s, now(), 0, '{{}}', %(queued)s FROM gate
-  WHERE gate.state = %(active)s AND NOT gate.left_channel AND NOT gate.forgotten
-  ON CONFLICT (channel_id, wire_msg_id) DO NOTHING RETURNING id
-)
-SELECT gate.state, gate.epoch, gate.left_channel, gate.forgotten, EXISTS (SELECT 1 FROM receipt) FROM gate"""
-
-
-@contextmanager
-def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at: datetime) -> Iterator[tuple[str, int]]:
-    """Admit one message: yields (outcome, epoch) with outcome unknown | dropped | forgotten | duplicate | admitted.
-
-    Holds a share lock on the channel row until the block ends, so a state change (an UPDATE)
-    waits for admissions in flight and later ones see the new state: a secure-mode flush that
-    runs after the change commits catches everything admitted before it. The receipt (no
-    content) is the dedupe: a redelivered message is a `duplicate`. The block commits when it
-    ends and rolls back when it raises (a failed publish leaves no receipt).
-
-    Two round trips, this being the webhook's hot path: `BEGIN` and the admission statement travel
-    in one simple query (Django's atomic() sends `BEGIN` on a round trip of its own), then `COMMIT`
-    or `ROLLBACK`; nothing in the block may use the ORM, as this transaction is outside Django's
-    bookkeeping. Inside a caller's transaction (a test's) it runs in a savepoint instead.
-    """
-    params = {
-        "budget": str(int(settings.JEEVES.backend_timeout_s * 1000)),
-        "msg": wire_msg_id,
-        "channel": channel_id,
-        "author": author_id,
-        "sent_at": sent_at,
-        "queued": MessageReceipt.Outcome.QUEUED,
-        "active": ChannelState.ACTIVE,
-    }
-    if connection.in_atomic_block:
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(_ADMIT, params)
-            yield _admission(cursor.fetchone())
-        return
-    with connection.cursor() as cursor:
-        try:
-            # Simple query protocol (Django's client-side binding cursor): several statements, one round trip.
-            cursor.execute("BEGIN; " + _ADMIT, params)
-            cursor.nextset()  # past BEGIN's empty result
-            yield _admission(cursor.fetchone())
-        except BaseException:
-            if cursor.connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                with suppress(DatabaseError):  # the error being raised is the one to report
-                    cursor.execute("ROLLBACK")
-            raise
-        cursor.execute("COMMIT")
-
-
-def _admission(row: tuple | None) -> tuple[str, int]:
-    if row is None:
-        return "unknown", 0
-    state, epoch, left, forgotten, written = row
-    if state != ChannelState.ACTIVE or left:
-        return "dropped", epoch
-    if forgotten:
-        return "forgotten", epoch
-    return ("admitted" if written else "duplicate"), epoch
 
 
 # Sent once a state change (or a request for the state the channel is already in) has committed:
@@ -282,3 +202,10 @@ def replace_roman_token(bot_id: str, old_ciphertext: str, new_ciphertext: str) -
     return bool(
         RomanBot.objects.filter(bot_id=bot_id, token_ciphertext=old_ciphertext).update(token_ciphertext=new_ciphertext)
     )
+
+
+def channel_accepts(channel_id: str, epoch: int) -> bool:
+    """Consent check for workers: the channel is still active and still in the epoch the task was queued in."""
+    return ChannelConfig.objects.filter(
+        channel_id=channel_id, state=ChannelState.ACTIVE, epoch=epoch, left_at__isnull=True
+    ).exists()

@@ -24,7 +24,7 @@ from knowledge.models import (
     DecisionConflict,
     DecisionStatus,
 )
-from knowledge.services import guard_text
+from knowledge.verbatim import guard_text
 
 logger = logging.getLogger(__name__)
 

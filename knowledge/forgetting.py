@@ -1,7 +1,8 @@
 """Forgetting on request (docs/guarantees.md §7): a message its author deleted, a channel Jeeves has
 left, everything of one person, records past retention. Every table, embeddings included, no orphan.
 
-Like knowledge/services.py these are the writes; the bridge, the tasks and `jeeves purge` decide when.
+Like knowledge/records.py, entities.py and receipts.py these are the writes; the bridge, the tasks and
+`jeeves purge` decide when.
 Each returns how many rows it deleted or changed per table (`Counter` keyed by table name). A record
 cannot say which of its words came from which message, so a record resting on a forgotten message
 goes whole; the summaries that retold it are withdrawn (the caller may write them again).

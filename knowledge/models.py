@@ -1,8 +1,8 @@
 """The knowledge schema (docs/architecture.md §5). No column anywhere holds raw message text.
 
 Text columns (`summary`, `description`, `rationale`, `context`) hold synthesised restatements
-written by `knowledge.services`, which guards against verbatim runs. `source_ref` points back
-to Wire message ids and a time range, never to content:
+written by knowledge/records.py and knowledge/entities.py, which guard against verbatim runs.
+`source_ref` points back to Wire message ids and a time range, never to content:
     {"wire_msg_ids": ["..."], "timestamp_range": {"start": iso, "end": iso}}
 """
 

@@ -15,7 +15,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from knowledge.models import Action, ActionStatus, ChannelConfig, ChannelState, DigestSubscription, Summary
-from knowledge.services import guard_text
+from knowledge.verbatim import guard_text
 
 logger = logging.getLogger(__name__)
 

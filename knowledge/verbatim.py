@@ -9,7 +9,7 @@ changes do not hide a copied run.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 MAX_RUN = 9  # the longest shared run a stored text may have; ten words is a copy
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*", re.UNICODE)
@@ -73,3 +73,41 @@ def restatement(text: str, sources: Iterable[str]) -> dict[str, float | int]:
         "longest_run": longest_common_run(text, sources),
         "long_sources": len(long),
     }
+
+
+# --------------------------------------------------------------------------- the guard every stored text passes
+
+
+class VerbatimText(ValueError):
+    """A text about to be stored repeats a run of more than MAX_RUN words of a message."""
+
+
+# An opaque token (12+ letters and digits, no separator: a key, a hash, a pasted secret) cannot be
+# restated, only copied; it is dropped from stored text. Ticket ids (BILL-412) have separators.
+_OPAQUE = re.compile(r"\b(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{12,}\b")
+
+
+def guard_text(text: str | None, sources: Sequence[str]) -> str | None:
+    """`text` without opaque tokens when it shares no run of more than MAX_RUN (nine) words with
+    any source (the one rule and tokenizer above); VerbatimText otherwise."""
+    if not text:
+        return text
+    text = " ".join(_OPAQUE.sub("", text).split())
+    if not is_safe(text, sources):
+        raise VerbatimText("stored text would repeat ten or more words of a message")
+    return text
+
+
+def guard_tags(tags: Sequence[str] | None, sources: Sequence[str]) -> list[str]:
+    """Tags that repeat no message: each on its own, and all of them read together (a model could
+    spread a sentence over several tags); from the end, whatever would complete a copied run goes."""
+    kept: list[str] = []
+    for tag in tags or []:
+        try:
+            clean = guard_text(tag, sources)
+            if clean:
+                guard_text(" ".join([*kept, clean]), sources)
+                kept.append(clean)
+        except VerbatimText:
+            continue
+    return kept

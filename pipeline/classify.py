@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from knowledge import channels, services
+from knowledge import channels, counters, receipts, records, sources, verbatim
 from knowledge.models import ChannelConfig, Entity, MessageReceipt
 from pipeline import debounce, embed, llm, members, offline, prompts, window
 from pipeline.context import ChannelContext
@@ -136,7 +136,7 @@ def classify_message(channel: ChannelConfig, wire_msg_id: str, text: str, offlin
         _record_gist_signal(channel, wire_msg_id, text, result, categories, author_id, sent_at, model)
     # Before the receipt moves to tier 1: a worker killed in between is redelivered and writes it then.
     embed.embed_message(channel, wire_msg_id, text, author_id=author_id, sent_at=sent_at)
-    services.mark_receipt(channel.channel_id, wire_msg_id, outcome=outcome, tier=1, categories=categories)
+    receipts.mark_receipt(channel.channel_id, wire_msg_id, outcome=outcome, tier=1, categories=categories)
     debounce.note_classified(channel.channel_id, wire_msg_id)
     if high:
         debounce.request_extract(channel.channel_id, channel.epoch)
@@ -160,18 +160,18 @@ def _record_gist_signal(
     if signal_type is None or not result.gist or sent_at is None:
         return
     try:
-        services.record_signal(
+        records.record_signal(
             channel,
             signal_type=signal_type,
             summary=result.gist,
             occurred_at=sent_at,
-            source=services.source_ref([(wire_msg_id, sent_at)]),
+            source=sources.source_ref([(wire_msg_id, sent_at)]),
             sources_text=[text],
             key=f"t1:{wire_msg_id}",
             participants=[author_id] if author_id else [],
             confidence=result.confidence,
             extraction_model=model,
         )
-    except services.VerbatimText:
-        services.bump_counter(channel.channel_id, "verbatim_rejected")
+    except verbatim.VerbatimText:
+        counters.bump_counter(channel.channel_id, "verbatim_rejected")
         logger.warning("gist rejected as verbatim: channel=%s msg=%s", channel.channel_id, wire_msg_id)

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from jeeves import metrics
 from jeeves.config import LOCAL_MODEL
 from jeeves.queues import Queue
-from knowledge import contradictions, services
+from knowledge import contradictions, embeddings
 from knowledge.models import (
     ChannelConfig,
     ConflictVerdict,
@@ -118,7 +118,7 @@ def candidates(decision: Decision) -> list[tuple[Decision, float | None]]:
     pool = [(by_id[i], 1 - float(d)) for i, d in near if i in by_id]
     summaries = embed.vectors([decision.summary, *(d.summary for d, _ in pool)]) if pool else None
     if summaries is not None:
-        pool = [(d, services.cosine(summaries[0], v)) for (d, _), v in zip(pool, summaries[1:], strict=True)]
+        pool = [(d, embeddings.cosine(summaries[0], v)) for (d, _), v in zip(pool, summaries[1:], strict=True)]
     floor = candidate_floor()
     return sorted((p for p in pool if p[1] >= floor), key=lambda p: -p[1])[:CANDIDATES]
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db.models import QuerySet
 
-from knowledge import services
+from knowledge import embeddings
 from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, Embedding, Entity, Summary
 from pipeline import embedder
 
@@ -54,7 +54,7 @@ def _with_tags(text: str, tags: Sequence[str]) -> str:
 
 def decision_text(summary: str, rationale: str | None, tags: Sequence[str]) -> str:
     """The text a decision's vector is made from: summary, rationale, topic tags. Tier 2 embeds the same
-    text in memory to compare a new decision with the stored ones (knowledge.services.record_decision)."""
+    text in memory to compare a new decision with the stored ones (knowledge.records.record_decision)."""
     return _with_tags(summary if not rationale else f"{summary} {rationale}", tags)
 
 
@@ -123,7 +123,7 @@ def embed_records(records: Sequence[tuple[str, str]]) -> int:
         if model is None:
             raise ValueError(f"unknown source type {source_type!r}")
         record_id = uuid.UUID(str(raw_id))
-        if services.has_embedding(source_type, record_id):
+        if embeddings.has_embedding(source_type, record_id):
             continue
         record = model.objects.filter(pk=record_id).first()
         if record is not None:  # deleted meanwhile (the author took the message back)
@@ -138,7 +138,7 @@ def embed_records(records: Sequence[tuple[str, str]]) -> int:
     model_name = settings.JEEVES.slot("embed").model
     for (kind, record), (_, channel_id, author_id, created_at, tags), vector in zip(todo, metas, found, strict=True):
         organisation_id = record.organisation_id
-        written += services.record_embedding(
+        written += embeddings.record_embedding(
             kind,
             record.pk,
             vector,
@@ -160,12 +160,12 @@ def embed_message(
     its probe. Idempotent (a redelivery writes nothing); the text lives only in this call."""
     if not settings.JEEVES.embed_messages or sent_at is None or not text.strip():
         return False
-    if services.has_message_embedding(channel.channel_id, wire_msg_id):
+    if embeddings.has_message_embedding(channel.channel_id, wire_msg_id):
         return False  # a redelivery: skip the model call too
     found = vectors([text])
     if found is None:
         return False
-    return services.record_message_embedding(
+    return embeddings.record_message_embedding(
         channel.channel_id,
         wire_msg_id,
         found[0],

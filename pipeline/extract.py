@@ -1,6 +1,7 @@
 """Tier 2: one extraction run for a channel. Reads the window at run time, asks the extract slot
 (or the offline engine), validates, and writes decisions, actions, entities, relationships and
-signals in one transaction through knowledge.services; then queues Tier 3 with record ids."""
+signals in one transaction through knowledge/records.py and knowledge/entities.py; then queues Tier 3
+with record ids."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from django.db import transaction
 
 from jeeves.config import LOCAL_MODEL
 from jeeves.queues import Queue
-from knowledge import forgetting, services
+from knowledge import forgetting, receipts
+from knowledge.counters import bump_counter
+from knowledge.entities import entity_fields, new_entity_aliases, normalise_name, upsert_entity, upsert_relationship
 from knowledge.models import (
     ChannelConfig,
     Decision,
@@ -28,6 +31,9 @@ from knowledge.models import (
     Entity,
     MessageReceipt,
 )
+from knowledge.records import decision_fields, record_action, record_decision, record_signal
+from knowledge.sources import source_key, source_ref
+from knowledge.verbatim import VerbatimText
 from pipeline import contradictions, debounce, embed, llm, offline, prompts, window
 from pipeline.classify import build_context, context_json
 from pipeline.context import ChannelContext
@@ -176,7 +182,7 @@ def _cited(ids: Sequence[str], by_id: dict[str, WindowMessage]) -> list[str]:
 
 
 def _ref(ids: Sequence[str], by_id: dict[str, WindowMessage]) -> dict:
-    return services.source_ref([(i, by_id[i].ts) for i in ids])
+    return source_ref([(i, by_id[i].ts) for i in ids])
 
 
 def _write(
@@ -196,7 +202,7 @@ def _write(
     floor = settings.JEEVES.extract_confidence_min if model != LOCAL_MODEL else 0.0
     by_id = {m.id: m for m in win}
     texts = [m.text for m in win]
-    run_key = services.source_key("run", sorted(pending))
+    run_key = source_key("run", sorted(pending))
     written: dict[str, list[str]] = {"decision": [], "action": [], "signal": [], "entity": []}
 
     decisions = [
@@ -210,8 +216,8 @@ def _write(
     def guarded(kind: str, write, *args, **kwargs):
         try:
             return write(*args, **kwargs)
-        except services.VerbatimText:
-            services.bump_counter(channel.channel_id, "verbatim_rejected")
+        except VerbatimText:
+            bump_counter(channel.channel_id, "verbatim_rejected")
             logger.warning("dropped a %s that repeated a message verbatim: channel=%s", kind, channel.channel_id)
             return None
 
@@ -222,7 +228,7 @@ def _write(
             # Two records of one kind on the same messages get ordinals 0, 1, …: stable on redelivery.
             slot = (kind, *sorted(ids))
             ordinals[slot] += 1
-            return services.source_key(kind, ids, ordinals[slot] - 1)
+            return source_key(kind, ids, ordinals[slot] - 1)
 
         decision_by_msg: dict[str, Decision] = {}
         for (item, ids), vector in zip(decisions, near.decisions, strict=True):
@@ -230,7 +236,7 @@ def _write(
             deciders = [u for u in (_resolve_member(ctx, r) for r in item.decided_by) if u]
             out = guarded(
                 "decision",
-                services.record_decision,
+                record_decision,
                 channel,
                 summary=item.summary,
                 rationale=item.rationale,
@@ -271,7 +277,7 @@ def _write(
                 )
             out = guarded(
                 "action",
-                services.record_action,
+                record_action,
                 channel,
                 description=item.description,
                 owner_id=owner,
@@ -297,7 +303,7 @@ def _write(
         for item, vector in zip(entities, near.entities, strict=True):
             out = guarded(
                 "entity",
-                services.upsert_entity,
+                upsert_entity,
                 channel,
                 name=item.name,
                 entity_type=item.type,
@@ -310,9 +316,9 @@ def _write(
                 unembedded=near.unembedded_entities,
             )
             if out is not None:
-                entity_by_name[services.normalise_name(item.name)] = out.record
+                entity_by_name[normalise_name(item.name)] = out.record
                 for alias in item.aliases:
-                    entity_by_name.setdefault(services.normalise_name(alias), out.record)
+                    entity_by_name.setdefault(normalise_name(alias), out.record)
                 if out.created:
                     written["entity"].append(str(out.record.pk))
                     if vector is not None:
@@ -326,7 +332,7 @@ def _write(
             ids = _cited(rel.source_msg_ids, by_id) or [i for i in by_id if i in pending]
             guarded(
                 "relationship",
-                services.upsert_relationship,
+                upsert_relationship,
                 channel,
                 source=source,
                 target=target,
@@ -347,7 +353,7 @@ def _write(
             participants = [u for u in (_resolve_member(ctx, p) for p in item.participants) if u]
             out = guarded(
                 "signal",
-                services.record_signal,
+                record_signal,
                 channel,
                 signal_type=item.signal_type,
                 summary=item.summary,
@@ -376,18 +382,18 @@ class _Near:
 
 def _decision_text(item: ExtractedDecision, sources: Sequence[str]) -> str | None:
     try:
-        summary, rationale, tags = services.decision_fields(item.summary, item.rationale, item.tags, sources)
-    except services.VerbatimText:
+        summary, rationale, tags = decision_fields(item.summary, item.rationale, item.tags, sources)
+    except VerbatimText:
         return None  # not stored: nothing to compare
     return embed.decision_text(summary, rationale, tags)
 
 
 def _entity_text(item: ExtractedEntity, sources: Sequence[str]) -> str | None:
     try:
-        name, aliases = services.entity_fields(item.name, item.aliases, sources)
-    except services.VerbatimText:
+        name, aliases = entity_fields(item.name, item.aliases, sources)
+    except VerbatimText:
         return None
-    return embed.entity_text(name, services.new_entity_aliases(name, aliases)) if name else None
+    return embed.entity_text(name, new_entity_aliases(name, aliases)) if name else None
 
 
 def _comparison_vectors(
@@ -432,7 +438,7 @@ def _comparison_vectors(
 
 
 def _entity(channel: ChannelConfig, known: dict[str, Entity], name: str) -> Entity | None:
-    norm = services.normalise_name(name)
+    norm = normalise_name(name)
     if norm in known:
         return known[norm]
     return (
@@ -450,41 +456,34 @@ def _record_failure(channel: ChannelConfig, win: list[WindowMessage], pending_id
     by_id = {m.id: m for m in win}
     ids = [i for i in pending_ids if i in by_id]
     authors = list(dict.fromkeys(by_id[i].author_id for i in ids))
-    services.record_signal(
+    record_signal(
         channel,
         signal_type="discussion",
         summary=f"A discussion of {len(ids)} messages took place that could not be extracted automatically.",
         occurred_at=max(by_id[i].ts for i in ids),
         source=_ref(ids, by_id),
         sources_text=[by_id[i].text for i in ids],
-        key=services.source_key("extract-failed", ids),
+        key=source_key("extract-failed", ids),
         participants=authors,
         confidence=0.3,
         extraction_model=None,
     )
-    services.bump_counter(channel.channel_id, "extract_failed")
+    bump_counter(channel.channel_id, "extract_failed")
 
 
 def _count_evicted(channel_id: str, gone: set[str]) -> int:
     """Pending messages that left the window before a run reached them: counted, never silent."""
     if not gone:
         return 0
-    evicted = MessageReceipt.objects.filter(
-        channel_id=channel_id, wire_msg_id__in=gone, outcome=MessageReceipt.Outcome.PENDING_EXTRACT
-    ).update(outcome=MessageReceipt.Outcome.EVICTED)
+    evicted = receipts.mark_evicted(channel_id, gone)
     if evicted:
-        services.bump_counter(channel_id, "evicted_unextracted", evicted)
         logger.warning("evicted unextracted: channel=%s count=%d", channel_id, evicted)
     debounce.mark_extracted(channel_id, gone)
     return evicted
 
 
 def _finish(channel_id: str, pending_ids: list[str]) -> None:
-    receipts = MessageReceipt.objects.filter(channel_id=channel_id, wire_msg_id__in=pending_ids)
-    receipts.filter(outcome=MessageReceipt.Outcome.PENDING_EXTRACT).update(
-        outcome=MessageReceipt.Outcome.EXTRACTED, tier=2
-    )
-    receipts.filter(tier__lt=2).update(tier=2)
+    receipts.mark_extracted(channel_id, pending_ids)
     debounce.mark_extracted(channel_id, pending_ids)
 
 

@@ -22,7 +22,7 @@ from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
 from jeeves.config import LOCAL_MODEL
-from knowledge import services
+from knowledge import llm_calls
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def _cost(response: Any) -> float | None:
 def _record_failures(slot: str, attempts: _Attempts, channel_id: str | None, first_attempt: int) -> int:
     attempt = first_attempt
     for failure in attempts.failures:
-        services.record_llm_call(
+        llm_calls.record_llm_call(
             slot=slot,
             model=failure["model"],
             outcome=failure["outcome"],
@@ -205,7 +205,7 @@ def _ask(
     usage = getattr(response, "usage", None)
     latency = getattr(response, "_response_ms", None)
     failed_ms = sum(f["latency_ms"] for f in attempts.failures)
-    services.record_llm_call(
+    llm_calls.record_llm_call(
         slot=slot,
         model=model,
         outcome=outcome,
@@ -253,7 +253,7 @@ def _offline(slot: str, offline: Callable[[], T], channel_id: str | None, *, fal
     try:
         value = offline()
     except Exception as exc:
-        services.record_llm_call(
+        llm_calls.record_llm_call(
             slot=slot,
             model=LOCAL_MODEL,
             outcome="error",
@@ -262,7 +262,7 @@ def _offline(slot: str, offline: Callable[[], T], channel_id: str | None, *, fal
             channel_id=channel_id,
         )
         raise SlotFailure(slot, f"offline engine failed ({type(exc).__name__})") from exc
-    services.record_llm_call(
+    llm_calls.record_llm_call(
         slot=slot,
         model=LOCAL_MODEL,
         outcome="ok",

@@ -1,12 +1,12 @@
 """Output schemas of the pipeline tiers. Every model answer (LLM or offline engine) is parsed into these.
 
-They are the contract between the slot layer, the offline engine and the knowledge services.
+They are the contract between the slot layer, the offline engine and the knowledge writers.
 Message ids in `source_msg_ids` are Wire message ids from the window the tier was given.
 
 Model output is untrusted, all of it (docs/guarantees.md §6): every field is bounded in count,
 length and characters here. A text that is too long fails validation (the slot retries, then falls
 back); a list that is too long is cut; a tag that is not a tag (too long, too many words, odd
-characters) is dropped. What is stored is also run through the no-verbatim guard (knowledge.services).
+characters) is dropped. What is stored is also run through the no-verbatim guard (knowledge/verbatim.py).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from jeeves.queues import Queue
 from jeeves.redis import forget_channel_keys
-from knowledge import forgetting, services
+from knowledge import channels, counters, forgetting, receipts
 from knowledge.models import ChannelConfig, ChannelState, MessageReceipt
 from pipeline import claimcheck, debounce, liveness, window
 
@@ -35,9 +35,9 @@ logger = logging.getLogger(__name__)
 
 
 def _accepting(channel_id: str, epoch: int, task: str) -> ChannelConfig | None:
-    if services.channel_accepts(channel_id, epoch):
+    if channels.channel_accepts(channel_id, epoch):
         return ChannelConfig.objects.get(channel_id=channel_id)
-    services.bump_counter(channel_id, f"{task}_dropped")
+    counters.bump_counter(channel_id, f"{task}_dropped")
     logger.info("%s dropped: channel=%s (state or epoch changed)", task, channel_id)
     return None
 
@@ -69,7 +69,7 @@ def classify_message(
     key = claimcheck.key_for(channel_id, wire_msg_id)
     channel = _accepting(channel_id, epoch, "classify")
     if channel is None:
-        services.mark_receipt(channel_id, wire_msg_id, outcome=MessageReceipt.Outcome.DROPPED)
+        receipts.mark_receipt(channel_id, wire_msg_id, outcome=MessageReceipt.Outcome.DROPPED)
         claimcheck.discard(key)
         return
     if forgetting.tombstoned(channel_id, [wire_msg_id]):
@@ -77,18 +77,18 @@ def classify_message(
         logger.info("classify dropped (message deleted): channel=%s msg=%s", channel_id, wire_msg_id)
         return
     when = datetime.fromisoformat(sent_at) if sent_at else None
-    tier, outcome = services.ensure_receipt(channel_id, wire_msg_id, author_id=author_id, sent_at=when)
+    tier, outcome = receipts.ensure_receipt(channel_id, wire_msg_id, author_id=author_id, sent_at=when)
     if tier >= 1 or outcome != MessageReceipt.Outcome.QUEUED:
         claimcheck.discard(key)
         return  # a redelivery of a message already classified (or deleted, expired, dropped)
     text = claimcheck.claim(key)
     if text is None:
-        if services.mark_expired(channel_id, wire_msg_id):
+        if receipts.mark_expired(channel_id, wire_msg_id):
             logger.info("classify expired: channel=%s msg=%s", channel_id, wire_msg_id)
         return
     if over_rate:
         # Over its channel's rate at the bridge: classified by the offline engine (no model spend), counted.
-        services.bump_counter(channel_id, "classified_over_rate")
+        counters.bump_counter(channel_id, "classified_over_rate")
     classify.classify_message(channel, wire_msg_id, text, offline_only=over_rate)
     # Discarded only once classified: a worker killed mid-task leaves the key for the redelivery.
     claimcheck.discard(key)
@@ -272,7 +272,7 @@ def reconcile() -> dict[str, int]:
     for channel_id, wire_msg_id in MessageReceipt.objects.filter(
         tier=0, outcome=MessageReceipt.Outcome.QUEUED, received_at__lt=late
     ).values_list("channel_id", "wire_msg_id")[:1000]:
-        if claimcheck.claim(claimcheck.key_for(channel_id, wire_msg_id)) is None and services.mark_expired(
+        if claimcheck.claim(claimcheck.key_for(channel_id, wire_msg_id)) is None and receipts.mark_expired(
             channel_id, wire_msg_id
         ):
             counts["expired"] += 1
@@ -297,12 +297,7 @@ def reconcile() -> dict[str, int]:
                 counts["requeued_extract"] += 1
         gone = [i for i in lost if i not in in_window]
         if gone:
-            evicted = MessageReceipt.objects.filter(
-                channel_id=channel_id, wire_msg_id__in=gone, outcome=MessageReceipt.Outcome.PENDING_EXTRACT
-            ).update(outcome=MessageReceipt.Outcome.EVICTED)
-            if evicted:
-                services.bump_counter(channel_id, "evicted_unextracted", evicted)
-                counts["evicted"] += evicted
+            counts["evicted"] += receipts.mark_evicted(channel_id, gone)
         if debounce.pending(channel_id):
             debounce.request_extract(channel_id, channel.epoch)
     if any(counts.values()):
@@ -322,10 +317,10 @@ def _count_expired(sender=None, request=None, expired: bool = False, **kwargs) -
     name = getattr(sender, "name", "") or ""
     if name == "pipeline.tasks.classify_message":
         # Counted with its receipt, once: a second copy of the task (republished) counts nothing.
-        if not task_kwargs.get("wire_msg_id") or not services.mark_expired(channel_id, task_kwargs["wire_msg_id"]):
+        if not task_kwargs.get("wire_msg_id") or not receipts.mark_expired(channel_id, task_kwargs["wire_msg_id"]):
             return
     else:
-        services.bump_counter(channel_id, "expired")
+        counters.bump_counter(channel_id, "expired")
     logger.info("task expired: %s channel=%s", name, channel_id)
 
 

@@ -266,7 +266,7 @@ Today is {today}. KNOWN ENTITIES: {entities}"""
 def record_offline_plan(channel_id: str | None, latency_ms: int) -> None:
     """The offline plan's `llm_calls` row. It need not wait for a WAL flush (5-10 ms): a crash can lose
     only that accounting row."""
-    from knowledge.services import record_llm_call
+    from knowledge.llm_calls import record_llm_call
 
     with transaction.atomic(), connection.cursor() as cur:
         cur.execute("SELECT set_config('synchronous_commit', 'off', true)")

@@ -10,7 +10,7 @@ receipt commits only after the broker took the task. A failed publish rolls the 
 webhook answers 503 and Wire's retry is admitted afresh instead of being dropped as a duplicate of a
 message that was never queued. A web process that dies between the publish and the commit leaves a
 task without a receipt: the classify worker writes the receipt itself (waiting on the uncommitted
-one first, `services.ensure_receipt`), and the retry is then the duplicate. A message is therefore
+one first, `receipts.ensure_receipt`), and the retry is then the duplicate. A message is therefore
 published at least once and classified once (the worker skips what is past tier 0).
 """
 
@@ -27,7 +27,7 @@ from jeeves import keys
 from jeeves.celery import app as celery_app
 from jeeves.queues import LOW_PRIORITY, Queue
 from jeeves.redis import get_redis
-from knowledge import channels, forgetting, services
+from knowledge import channels, forgetting, receipts
 from knowledge.models import ChannelConfig, MessageReceipt
 from pipeline import claimcheck, members, window
 from pipeline.tasks import classify_message, purge_left_channels
@@ -113,7 +113,7 @@ def _admit(event: TextMessage) -> str:
     """Admit, window, park and publish in the receipt's transaction; any failure rolls the receipt back."""
     cid = event.channel_id
     author = event.sender.qualified
-    with channels.admit_message(cid, event.message_id, author_id=author, sent_at=event.timestamp) as (outcome, epoch):
+    with receipts.admit_message(cid, event.message_id, author_id=author, sent_at=event.timestamp) as (outcome, epoch):
         if outcome != "admitted":
             return outcome
         # Still under the channel's share lock: a secure flush cannot run between these and the check.
@@ -248,11 +248,11 @@ def _run_command(event: TextMessage, body: str, command: commands.Command) -> st
     channel = channels.get_channel(cid) or _ensure_channel(event)
     if channel.left_at is not None:
         return "dropped"
-    if channel.is_active and services.record_receipt(
+    if channel.is_active and receipts.record_receipt(
         cid, event.message_id, author_id=event.sender.qualified, sent_at=event.timestamp
     ):
         # Only an active channel keeps a receipt (never any text); paused/secure record nothing.
-        services.mark_receipt(cid, event.message_id, outcome=MessageReceipt.Outcome.COMMAND)
+        receipts.mark_receipt(cid, event.message_id, outcome=MessageReceipt.Outcome.COMMAND)
     outcome = ""
     if command.kind in commands.STATE_KINDS:
         outcome = state.apply(cid, command.kind, by=event.sender.qualified)

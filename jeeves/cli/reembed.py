@@ -44,7 +44,7 @@ def pending_counts(model_name: str) -> dict[str, int]:
 def _replace(kind: str, records: list, found: list[list[float]], model_name: str) -> int:
     from django.db import transaction
 
-    from knowledge import services
+    from knowledge import embeddings
     from knowledge.models import Embedding
     from pipeline.embed import _record_text_and_meta
 
@@ -53,7 +53,7 @@ def _replace(kind: str, records: list, found: list[list[float]], model_name: str
         Embedding.objects.filter(source_type=kind, source_id__in=[r.pk for r in records]).delete()
         for record, vector in zip(records, found, strict=True):
             _, channel_id, author_id, created_at, tags = _record_text_and_meta(kind, record)
-            written += services.record_embedding(
+            written += embeddings.record_embedding(
                 kind,
                 record.pk,
                 vector,

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from jeeves import keys
 from jeeves.redis import get_redis
-from knowledge import services
+from knowledge import counters, receipts, records, sources
 from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, MessageReceipt
 from pipeline import claimcheck, window
 
@@ -44,7 +44,7 @@ def _message(msg_id: str, minutes_ago: float) -> window.WindowMessage:
 
 
 def _ref(*msg_ids: str) -> dict:
-    return services.source_ref([(m, NOW - timedelta(minutes=5 - i)) for i, m in enumerate(msg_ids)])
+    return sources.source_ref([(m, NOW - timedelta(minutes=5 - i)) for i, m in enumerate(msg_ids)])
 
 
 @pytest.fixture(autouse=True)
@@ -80,15 +80,15 @@ def state(redis_client: redis.Redis) -> dict[str, str]:
     )
     for i in range(3):
         window.push(ACTIVE, _message(f"m{i}", 3 - i))
-        services.record_receipt(ACTIVE, f"m{i}", author_id=f"alice@{ORG}", sent_at=NOW - timedelta(minutes=3 - i))
-    services.mark_receipt(ACTIVE, "m0", outcome=MessageReceipt.Outcome.EXTRACTED, tier=2)
+        receipts.record_receipt(ACTIVE, f"m{i}", author_id=f"alice@{ORG}", sent_at=NOW - timedelta(minutes=3 - i))
+    receipts.mark_receipt(ACTIVE, "m0", outcome=MessageReceipt.Outcome.EXTRACTED, tier=2)
     key = claimcheck.park(ACTIVE, "m2", f"{CANARY} parked")
-    services.bump_counter(ACTIVE, "expired", 2)
-    services.bump_counter(ACTIVE, "evicted_unextracted")
+    counters.bump_counter(ACTIVE, "expired", 2)
+    counters.bump_counter(ACTIVE, "evicted_unextracted")
     # Receipts either side of the secure spans are fine.
-    services.record_receipt(SECURE, "s0", author_id=None, sent_at=NOW - timedelta(hours=2))
+    receipts.record_receipt(SECURE, "s0", author_id=None, sent_at=NOW - timedelta(hours=2))
     for msg_id, hours in (("w0", 4), ("w1", 1)):
-        services.record_receipt(WAS_SECURE, msg_id, author_id=None, sent_at=NOW - timedelta(hours=hours))
+        receipts.record_receipt(WAS_SECURE, msg_id, author_id=None, sent_at=NOW - timedelta(hours=hours))
     Decision.objects.create(
         friendly_id="DEC-0001",
         channel=active,
@@ -246,7 +246,7 @@ def test_a_malformed_source_ref_fails(state, ref, why):
 @pytest.mark.django_db
 @pytest.mark.parametrize("channel, minutes_ago", [(SECURE, 10), (WAS_SECURE, 150)])
 def test_a_receipt_sent_while_secure_fails(state, channel, minutes_ago):
-    services.record_receipt(channel, "leak-1", author_id=None, sent_at=NOW - timedelta(minutes=minutes_ago))
+    receipts.record_receipt(channel, "leak-1", author_id=None, sent_at=NOW - timedelta(minutes=minutes_ago))
     status, out = audit()
     assert status == 1
     assert f"[consent.receipts] {channel}: 1 receipt(s) of messages sent while secure: leak-1" in out
@@ -326,7 +326,7 @@ SAID = "right then, the quarterly offsite moves from Leeds to York because the v
 
 
 def _restated(channel: ChannelConfig, key: str, summary: str) -> None:
-    services.record_decision(
+    records.record_decision(
         channel,
         summary=summary,
         rationale=None,

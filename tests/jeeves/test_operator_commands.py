@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from knowledge import services
+from knowledge import embeddings
 from knowledge.models import Embedding
 from tests.conftest import free_port
 from tests.fakes.wire import FakeSidecar
@@ -76,7 +76,7 @@ def test_reembed_recomputes_other_models_vectors_in_batches_and_resumes():
     decisions = [factory.decision(ch, f"the backup window moves to slot {n}") for n in range(4)]
     actions = [factory.action(ch, f"check restore drill number {n}") for n in range(2)]
     for d in decisions[:3]:  # made by a model no longer configured
-        services.record_embedding(
+        embeddings.record_embedding(
             "decision", d.pk, [0.1] * 384, channel_id=ch.channel_id, organisation_id=ch.organisation_id,
             author_id=None, created_at=d.decided_at, model="old-model",
         )  # fmt: skip

@@ -16,7 +16,19 @@ from django.core.management.base import CommandError
 from django.db import connection
 from psycopg import sql
 
-from knowledge import contradictions, forgetting, proactive, review, services
+from knowledge import (
+    contradictions,
+    counters,
+    embeddings,
+    entities,
+    forgetting,
+    llm_calls,
+    proactive,
+    receipts,
+    records,
+    review,
+    sources,
+)
 from knowledge.models import (
     Action,
     ChannelConfig,
@@ -93,9 +105,9 @@ class Populated:
         self.channel, self.other_channel = ch, other
         for i, m in enumerate(self.msgs):
             author = self.person if i == 0 else self.colleague
-            services.record_receipt(self.cid, m, author_id=author, sent_at=T0 + timedelta(minutes=i))
+            receipts.record_receipt(self.cid, m, author_id=author, sent_at=T0 + timedelta(minutes=i))
         for m in self.other_msgs:
-            services.record_receipt(self.other, m, author_id=self.colleague, sent_at=T0)
+            receipts.record_receipt(self.other, m, author_id=self.colleague, sent_at=T0)
         m0, m1, m2, m3 = self.msgs
         self.decision = self._decision(ch, [m0, m1], "The team chose the slower release train.", [self.person], 1)
         self.kept_decision = self._decision(other, self.other_msgs[:1], "Billing moves to the new ledger.", [], 2)
@@ -104,7 +116,7 @@ class Populated:
         verdict = contradictions.Verdict("contradicts", "The trains differ.", 0.8)
         contradictions.record_verdict(self.decision, self.later, verdict, cosine=0.9, judge_model="local")
         proactive.set_digest(ch, self.person, True)
-        self.action = services.record_action(
+        self.action = records.record_action(
             ch,
             description="Someone will write up the release checklist.",
             owner_id=self.person,
@@ -112,42 +124,42 @@ class Populated:
             deadline=None,
             status="open",
             confidence=0.9,
-            source=services.source_ref([(m2, T0)]),
+            source=sources.source_ref([(m2, T0)]),
             sources_text=[],
             key=f"act:{m2}:0",
             created_at=T0,
         ).record
-        self.signal = services.record_signal(
+        self.signal = records.record_signal(
             ch,
             signal_type="blocker",
             summary="A blocker was reported on the release train.",
             occurred_at=T0,
-            source=services.source_ref([(m3, T0)]),
+            source=sources.source_ref([(m3, T0)]),
             sources_text=[],
             key=f"sig:{m3}:0",
             participants=[self.colleague, self.person],
         ).record
         for record, kind, seed in ((self.action, "action", 3), (self.signal, "signal", 4)):
-            services.record_embedding(
+            embeddings.record_embedding(
                 kind, record.pk, _vector(seed), channel_id=self.cid, organisation_id=ORG, author_id=self.person,
                 created_at=T0,
             )  # fmt: skip
-        self.local_entity = services.upsert_entity(
+        self.local_entity = entities.upsert_entity(
             ch, name="Release Train", entity_type="project", seen_at=T0, run_key=f"run:{m1}", mention_ids=[m1],
         ).record  # fmt: skip
-        services.record_embedding(  # as Tier 3 would
+        embeddings.record_embedding(  # as Tier 3 would
             "entity", self.local_entity.pk, _vector(5), channel_id=self.cid, organisation_id=ORG, author_id=None,
             created_at=T0,
         )  # fmt: skip
-        self.shared_entity = services.upsert_entity(
+        self.shared_entity = entities.upsert_entity(
             ch, name="Ledger", entity_type="service", seen_at=T0, run_key=f"run:{m1}", mention_ids=[m1]
         ).record
-        services.upsert_entity(
+        entities.upsert_entity(
             other, name="Ledger", entity_type="service", seen_at=T0, run_key="run:other", mention_ids=self.other_msgs
         )
-        self.relationship = services.upsert_relationship(
+        self.relationship = entities.upsert_relationship(
             ch, source=self.local_entity, target=self.shared_entity, relationship="depends_on", observed_at=T0,
-            ref=services.source_ref([(m1, T0)]), context="The release train waits on the ledger.",
+            ref=sources.source_ref([(m1, T0)]), context="The release train waits on the ledger.",
         ).record  # fmt: skip
         self.daily = proactive.record_summary(
             proactive.SummaryFields(
@@ -161,22 +173,22 @@ class Populated:
             scope_type="person", scope_id=self.person, organisation_id=ORG, period_start=T0, period_end=T0,
             granularity="daily", summary="Your day: one decision.", key_decisions=[self.decision.pk],
         )  # fmt: skip
-        services.record_embedding(
+        embeddings.record_embedding(
             "summary", self.daily.pk, _vector(6), channel_id=self.cid, organisation_id=ORG, author_id=None,
             created_at=T0,
         )  # fmt: skip
-        services.record_message_embedding(self.cid, m0, _vector(7), organisation_id=ORG, author_id=self.person,
+        embeddings.record_message_embedding(self.cid, m0, _vector(7), organisation_id=ORG, author_id=self.person,
                                           created_at=T0)  # fmt: skip
-        services.bump_counter(self.cid, "expired")
-        services.record_llm_call(slot="extract", model="local", outcome="ok", latency_ms=3, channel_id=self.cid)
+        counters.bump_counter(self.cid, "expired")
+        llm_calls.record_llm_call(slot="extract", model="local", outcome="ok", latency_ms=3, channel_id=self.cid)
         forgetting.tombstone(self.cid, "an-earlier-deleted-message")
         RomanBot.objects.create(bot_id=str(uuid.uuid4()), channel_id=self.cid, token_ciphertext="x")
         # The review desk: an entry on the channel's decision, and one in the other channel that handed the
         # person's action to the colleague (the person's id in its before).
         review.audit(self.decision, actor="lead", action="confirm", before={"status": "active"}, after={})
-        self.handed_over = services.record_action(
+        self.handed_over = records.record_action(
             other, description="Someone will tidy the ledger backlog.", owner_id=self.colleague, owner_name="Col",
-            deadline=None, status="open", confidence=0.9, source=services.source_ref([(self.other_msgs[0], T0)]),
+            deadline=None, status="open", confidence=0.9, source=sources.source_ref([(self.other_msgs[0], T0)]),
             sources_text=[], key=f"act:{self.other_msgs[0]}:0", created_at=T0,
         ).record  # fmt: skip
         review.audit(
@@ -191,11 +203,11 @@ class Populated:
         )  # fmt: skip
 
     def _decision(self, ch, ids, summary, by, seed):
-        out = services.record_decision(
+        out = records.record_decision(
             ch, summary=summary, rationale=None, decided_by=by, decided_at=T0, confidence=0.9,
-            source=services.source_ref([(i, T0) for i in ids]), sources_text=[], key=f"dec:{ids[0]}:0",
+            source=sources.source_ref([(i, T0) for i in ids]), sources_text=[], key=f"dec:{ids[0]}:0",
         )  # fmt: skip
-        services.record_embedding(  # as Tier 3 would
+        embeddings.record_embedding(  # as Tier 3 would
             "decision", out.record.pk, _vector(seed), channel_id=ch.channel_id, organisation_id=ORG,
             author_id=(by or [None])[0], created_at=T0,
         )  # fmt: skip
@@ -288,7 +300,7 @@ def test_a_mention_count_follows_its_evidence():
     ch = ChannelConfig.objects.create(channel_id=f"{uuid.uuid4()}@{ORG}", organisation_id=ORG)
     a, b = _ids(2)
     for run, ids in (("r1", [a]), ("r2", [b]), ("r2", [b])):  # the second r2 is a redelivery
-        entity = services.upsert_entity(ch, name="Payments", entity_type="service", seen_at=T0, run_key=run,
+        entity = entities.upsert_entity(ch, name="Payments", entity_type="service", seen_at=T0, run_key=run,
                                         mention_ids=ids).record  # fmt: skip
     assert Entity.objects.get(pk=entity.pk).mention_count == 2
     forgetting.forget_message(ch.channel_id, a)
@@ -361,6 +373,6 @@ def test_no_vector_outlives_its_record_whichever_way_it_is_deleted(world):
     Entity.objects.filter(pk=world.local_entity.pk).delete()
     assert not Embedding.objects.filter(source_id=world.local_entity.pk).exists()
     # A vector for a record deleted first is not written at all.
-    assert not services.record_embedding(
+    assert not embeddings.record_embedding(
         "action", world.action.pk, _vector(1), channel_id=world.cid, organisation_id=ORG, author_id=None, created_at=T0
     )

@@ -15,7 +15,7 @@ import pytest
 import time_machine
 
 from jeeves.cli import replay
-from knowledge import channels, contradictions, review, services
+from knowledge import channels, contradictions, receipts, review, sources
 from knowledge.models import (
     ChannelConfig,
     ChannelState,
@@ -97,7 +97,7 @@ def _decision(
         summary=summary,
         decided_by=[ANA],
         decided_at=at,
-        source_ref=services.source_ref([(msg or f"m-{fid}", at)]),
+        source_ref=sources.source_ref([(msg or f"m-{fid}", at)]),
         source_key=f"k-{fid}",
     )
     if embedded:
@@ -227,8 +227,8 @@ def test_extraction_queues_the_check_with_the_new_decision_ids(settings, redis_c
     ch = _channel()
     at = T + timedelta(days=1)
     _said(ch, "m1", "right, from now on the plants get watered on Thursdays", at)
-    services.record_receipt(ch.channel_id, "m1", author_id=ANA, sent_at=at)
-    services.mark_receipt(ch.channel_id, "m1", outcome=MessageReceipt.Outcome.PENDING_EXTRACT, tier=1)
+    receipts.record_receipt(ch.channel_id, "m1", author_id=ANA, sent_at=at)
+    receipts.mark_receipt(ch.channel_id, "m1", outcome=MessageReceipt.Outcome.PENDING_EXTRACT, tier=1)
     debounce.note_classified(ch.channel_id, "m1")
     redis_client.delete("extract")
     extracted = {"decisions": [{"summary": PLANTS_NOW, "source_msg_ids": ["m1"], "confidence": 0.9}]}
@@ -257,12 +257,12 @@ def _task(raw_message: str) -> tuple[str, dict]:
 def _held(ch: ChannelConfig, older_at: datetime, newer_at: datetime, n: int = 1) -> DecisionConflict:
     older = Decision.objects.create(
         channel=ch, organisation_id=ch.organisation_id, friendly_id=f"DEC-{2 * n - 1:04d}", summary=BUDGET,
-        decided_by=[ANA], decided_at=older_at, source_ref=services.source_ref([(f"a{n}", older_at)]),
+        decided_by=[ANA], decided_at=older_at, source_ref=sources.source_ref([(f"a{n}", older_at)]),
         source_key=f"a{n}",
     )  # fmt: skip
     newer = Decision.objects.create(
         channel=ch, organisation_id=ch.organisation_id, friendly_id=f"DEC-{2 * n:04d}", summary=BUDGET_NOW,
-        decided_by=[TOM], decided_at=newer_at, source_ref=services.source_ref([(f"b{n}", newer_at)]),
+        decided_by=[TOM], decided_at=newer_at, source_ref=sources.source_ref([(f"b{n}", newer_at)]),
         source_key=f"b{n}",
     )  # fmt: skip
     verdict = contradictions.Verdict("contradicts", "Both concern the hackathon budget; the figures differ.", 0.8)

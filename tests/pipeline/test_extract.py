@@ -14,7 +14,7 @@ from django.test import override_settings
 
 from jeeves.config import SlotConfig
 from jeeves.queues import Queue
-from knowledge import forgetting, services
+from knowledge import forgetting, receipts, verbatim
 from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, Embedding, Entity, MessageReceipt
 from pipeline import claimcheck, classify, debounce, embed, embedder, extract, llm, members, offline, window
 from pipeline.tasks import classify_message, embed_records
@@ -45,7 +45,7 @@ def _feed(conv: dict, upto: int, redis_client) -> ChannelConfig:
         wm = evalset.window_message(conv, message, BOT)
         if BOT in wm.mentions:
             continue  # the bridge routes @jeeves messages to the respond queue
-        services.record_receipt(channel.channel_id, wm.id, author_id=wm.author_id, sent_at=wm.ts)
+        receipts.record_receipt(channel.channel_id, wm.id, author_id=wm.author_id, sent_at=wm.ts)
         window.push(channel.channel_id, wm)
         classify.classify_message(channel, wm.id, wm.text)
     return channel
@@ -77,7 +77,7 @@ def test_a_window_becomes_decisions_and_actions_with_source_refs(jeeves_settings
     stored = [d.summary for d in Decision.objects.all()] + [a.description for a in Action.objects.all()]
     stored += [s.summary for s in ConversationSignal.objects.all()]
     for text in stored:
-        assert services.guard_text(text, texts) == text
+        assert verbatim.guard_text(text, texts) == text
 
 
 def test_a_changed_figure_is_a_new_decision_not_a_restatement(jeeves_settings, redis_client):
@@ -87,7 +87,7 @@ def test_a_changed_figure_is_a_new_decision_not_a_restatement(jeeves_settings, r
     before = Decision.objects.filter(channel=channel).count()
     for message in conv["messages"][18:28]:
         wm = evalset.window_message(conv, message, BOT)
-        services.record_receipt(channel.channel_id, wm.id, author_id=wm.author_id, sent_at=wm.ts)
+        receipts.record_receipt(channel.channel_id, wm.id, author_id=wm.author_id, sent_at=wm.ts)
         window.push(channel.channel_id, wm)
         classify.classify_message(channel, wm.id, wm.text)
     extract.run(channel)
@@ -118,8 +118,8 @@ def _pending(channel: ChannelConfig, text_by_id: dict[str, str], author: str) ->
     """What the bridge and Tier 1 leave for a run: receipts waiting for extraction, the window, the watermark."""
     for n, (wire_msg_id, text) in enumerate(text_by_id.items()):
         at = datetime(2026, 3, 2, 9, n, tzinfo=UTC)
-        services.record_receipt(channel.channel_id, wire_msg_id, author_id=author, sent_at=at)
-        services.mark_receipt(channel.channel_id, wire_msg_id, outcome="pending_extract", tier=1)
+        receipts.record_receipt(channel.channel_id, wire_msg_id, author_id=author, sent_at=at)
+        receipts.mark_receipt(channel.channel_id, wire_msg_id, outcome="pending_extract", tier=1)
         window.push(channel.channel_id, window.WindowMessage(wire_msg_id, author, at, text))
         debounce.note_classified(channel.channel_id, wire_msg_id)
 
@@ -163,11 +163,11 @@ def test_a_message_deleted_while_it_is_extracted_leaves_nothing_resting_on_it(je
 def test_classify_drops_a_message_deleted_before_a_worker_reached_it(jeeves_settings):
     channel = ChannelConfig.objects.create(channel_id=f"{uuid.uuid4()}@wire.example", organisation_id="wire.example")
     wire_msg_id = str(uuid.uuid4())
-    services.record_receipt(channel.channel_id, wire_msg_id, author_id=BOT_FREE, sent_at=datetime.now(UTC))
+    receipts.record_receipt(channel.channel_id, wire_msg_id, author_id=BOT_FREE, sent_at=datetime.now(UTC))
     key = claimcheck.park(channel.channel_id, wire_msg_id, "just checking: is the standup moved to ten?")
     forgetting.tombstone(channel.channel_id, wire_msg_id)
     classify_message(channel_id=channel.channel_id, wire_msg_id=wire_msg_id, epoch=0)
-    assert services.receipt_tier(channel.channel_id, wire_msg_id) == 0
+    assert receipts.receipt_tier(channel.channel_id, wire_msg_id) == 0
     assert not ConversationSignal.objects.filter(channel=channel).exists()
     assert claimcheck.claim(key) is None
 

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from jeeves.celery import app as celery_app
-from knowledge import services
+from knowledge import records, sources
 from knowledge.models import ChannelConfig, Decision
 from pipeline.tasks import forget_message
 from tests.conftest import WorkerProcess, database_url, free_redis_db, service_env, wait_for
@@ -24,9 +24,9 @@ def test_a_delete_blocked_by_a_lock_is_retried_until_it_succeeds(redis_url):
     broker = free_redis_db(redis_url, "forget-message")  # a broker of this test's own: only its worker consumes
     channel = ChannelConfig.objects.create(channel_id=f"{uuid.uuid4()}@wire.example", organisation_id="wire.example")
     message = str(uuid.uuid4())
-    decision = services.record_decision(
+    decision = records.record_decision(
         channel, summary="The team chose the quarterly release train.", rationale=None, decided_by=[],
-        decided_at=T0, confidence=0.9, source=services.source_ref([(message, T0)]), sources_text=[],
+        decided_at=T0, confidence=0.9, source=sources.source_ref([(message, T0)]), sources_text=[],
         key=f"dec:{message}:0",
     ).record  # fmt: skip
     worker = WorkerProcess("extract", service_env(broker), name="forget")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from knowledge import services
+from knowledge import receipts
 from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, Embedding, MessageReceipt
 from pipeline import debounce, members, window
 from pipeline.tasks import extract_channel
@@ -62,8 +62,8 @@ def _prepare(conv: dict) -> ChannelConfig:
     members.replace_all(channel.channel_id, evalset.members(conv, BOT))
     for message in conv["messages"][6:15]:
         wm = evalset.window_message(conv, message, BOT)
-        services.record_receipt(channel.channel_id, wm.id, author_id=wm.author_id, sent_at=wm.ts)
-        services.mark_receipt(channel.channel_id, wm.id, outcome="pending_extract", tier=1)
+        receipts.record_receipt(channel.channel_id, wm.id, author_id=wm.author_id, sent_at=wm.ts)
+        receipts.mark_receipt(channel.channel_id, wm.id, outcome="pending_extract", tier=1)
         window.push(channel.channel_id, wm)
         debounce.note_classified(channel.channel_id, wm.id)
     return channel

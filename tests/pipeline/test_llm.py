@@ -14,7 +14,7 @@ from django.db import connection
 from django.test import override_settings
 
 from jeeves.config import SlotConfig
-from knowledge import channels, services
+from knowledge import channels, receipts, verbatim
 from knowledge.models import ChannelConfig, ConversationSignal, Decision, Entity, LlmCall
 from pipeline import classify, debounce, extract, llm, members, window
 from pipeline.schemas import ClassifyResult
@@ -120,7 +120,7 @@ def test_extraction_failure_leaves_one_discussion_signal(provider, redis_client)
     provider.default("primary-model", answer(CLASSIFIED))
     for message in conv["messages"][8:12]:
         wm = evalset.window_message(conv, message, BOT)
-        services.record_receipt(channel.channel_id, wm.id, author_id=wm.author_id, sent_at=wm.ts)
+        receipts.record_receipt(channel.channel_id, wm.id, author_id=wm.author_id, sent_at=wm.ts)
         window.push(channel.channel_id, wm)
         classify.classify_message(channel, wm.id, wm.text)
     provider.default("primary-model", raw("I'm sorry, I cannot produce JSON"))
@@ -245,7 +245,7 @@ def test_a_model_that_echoes_the_window_in_every_field_stores_none_of_it(provide
         for n, text in enumerate(ECHOED):
             wire_msg_id = str(uuid.uuid4())
             at = datetime(2026, 3, 2, 9, n, tzinfo=UTC)
-            services.record_receipt(channel.channel_id, wire_msg_id, author_id=author, sent_at=at)
+            receipts.record_receipt(channel.channel_id, wire_msg_id, author_id=author, sent_at=at)
             window.push(channel.channel_id, window.WindowMessage(wire_msg_id, author, at, text))
             classify.classify_message(channel, wire_msg_id, text)
         report = extract.run(channel)
@@ -253,7 +253,7 @@ def test_a_model_that_echoes_the_window_in_every_field_stores_none_of_it(provide
         assert report.model == "echo-model"  # the echo passed validation: the bounds cut, the guard judged
         assert len(provider.calls("echo-model")) == len(ECHOED) + 1
         for value in _stored_strings():
-            services.guard_text(value, ECHOED)  # raises on a run of ten words of a message
+            verbatim.guard_text(value, ECHOED)  # raises on a run of ten words of a message
         # What the model said that is not a copy was kept: the short tags and names.
         assert Entity.objects.filter(channel_ids__contains=[channel.channel_id]).exists()
     finally:

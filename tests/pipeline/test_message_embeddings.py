@@ -11,7 +11,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from jeeves.celery import app as celery_app
-from knowledge import services
+from knowledge import embeddings, receipts
 from knowledge.models import ChannelConfig, ChannelState, Embedding
 from pipeline import claimcheck, classify, debounce, members, window
 from pipeline.tasks import classify_message, forget_message
@@ -34,7 +34,7 @@ def _channel(conv: dict) -> ChannelConfig:
 def _arrive(channel: ChannelConfig, conv: dict, message: dict) -> str:
     """What the bridge does for a message: receipt, window, claim-check key."""
     wm = evalset.window_message(conv, message, BOT)
-    services.record_receipt(channel.channel_id, wm.id, author_id=wm.author_id, sent_at=wm.ts)
+    receipts.record_receipt(channel.channel_id, wm.id, author_id=wm.author_id, sent_at=wm.ts)
     window.push(channel.channel_id, wm)
     return claimcheck.park(channel.channel_id, wm.id, wm.text)
 
@@ -63,7 +63,7 @@ def test_off_by_default_no_message_rows(conv):
     assert settings.JEEVES.embed_messages is False
     channel = _channel(conv)
     _classify(channel, conv, conv["messages"][:3])
-    assert services.receipt_tier(channel.channel_id, conv["messages"][0]["id"]) == 1
+    assert receipts.receipt_tier(channel.channel_id, conv["messages"][0]["id"]) == 1
     assert not _message_rows(channel.channel_id).exists()
 
 
@@ -89,7 +89,7 @@ def test_on_one_row_per_message_idempotent_consented_forgotten(conv):
         classify_message(channel.channel_id, first["id"], channel.epoch)
         classify.classify_message(channel, first["id"], first["text"])
         # Two workers racing past the existence check: the unique index settles it.
-        again = services.record_message_embedding(
+        again = embeddings.record_message_embedding(
             channel.channel_id, first["id"], rows[first["id"]].embedding, organisation_id=org, author_id=None,
             created_at=rows[first["id"]].created_at,
         )  # fmt: skip

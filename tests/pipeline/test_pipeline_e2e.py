@@ -18,7 +18,7 @@ from django.db import connection
 from django.test import override_settings
 
 from jeeves.cli import eval as eval_cli
-from knowledge import services
+from knowledge import receipts, verbatim
 from knowledge.models import ChannelConfig, MessageReceipt, PipelineCounter
 from pipeline import claimcheck
 from pipeline.tasks import classify_message, extract_channel
@@ -144,13 +144,13 @@ def test_audit_no_canary_and_no_ten_word_run_anywhere(
             cursor.execute(f'SELECT "{column}"::text FROM "{table}" WHERE "{column}" IS NOT NULL')  # noqa: S608
             for (value,) in cursor.fetchall():
                 assert not any(c in value for c in canaries), f"canary in {table}.{column}"
-                services.guard_text(value, texts)  # raises VerbatimText on a ten-word run
+                verbatim.guard_text(value, texts)  # raises VerbatimText on a ten-word run
 
     # Logs: the test process (bridge) and the worker process.
     logs = caplog.text + pipeline_worker.log()
     assert not any(c in logs for c in canaries)
     for line in logs.splitlines():
-        services.guard_text(line, texts)
+        verbatim.guard_text(line, texts)
     # The worker's lines are data: JSON, each task's lines carrying its id, queue, channel and message.
     lines = [json.loads(line) for line in pipeline_worker.log().splitlines() if line.startswith("{")]
     channel_id = result["channels"][0]["channel_id"]
@@ -184,7 +184,7 @@ def test_worker_drops_tasks_of_a_paused_or_moved_on_channel(pipeline_worker, jee
         channel_id="c0ffee00-0000-4000-8000-000000000001@wire.example", organisation_id="wire.example", epoch=2
     )
     cid = channel.channel_id
-    services.record_receipt(cid, "old-epoch", author_id=None, sent_at=None)
+    receipts.record_receipt(cid, "old-epoch", author_id=None, sent_at=None)
     key = claimcheck.park(cid, "old-epoch", "let's go with the blue one, final call")
     classify_message.apply_async(kwargs={"channel_id": cid, "wire_msg_id": "old-epoch", "epoch": 1})
     wait_for(lambda: MessageReceipt.objects.get(channel_id=cid, wire_msg_id="old-epoch").outcome == "dropped", 60)
@@ -201,13 +201,13 @@ def test_an_expired_claim_check_is_dropped_and_counted(pipeline_worker, jeeves_c
         channel_id="c0ffee00-0000-4000-8000-000000000002@wire.example", organisation_id="wire.example"
     )
     cid = channel.channel_id
-    services.record_receipt(cid, "gone", author_id=None, sent_at=None)
+    receipts.record_receipt(cid, "gone", author_id=None, sent_at=None)
     # No text parked under the key: its TTL passed before a worker reached the task.
     classify_message.apply_async(kwargs={"channel_id": cid, "wire_msg_id": "gone", "epoch": 0})
     wait_for(lambda: MessageReceipt.objects.get(channel_id=cid, wire_msg_id="gone").outcome == "expired", 60)
     assert PipelineCounter.objects.get(channel_id=cid, name="expired").value == 1
     # A task past its Celery `expires` is dropped by Celery and counted too.
-    services.record_receipt(cid, "late", author_id=None, sent_at=None)
+    receipts.record_receipt(cid, "late", author_id=None, sent_at=None)
     classify_message.apply_async(
         kwargs={"channel_id": cid, "wire_msg_id": "late", "epoch": 0},
         expires=datetime.now(UTC) - timedelta(seconds=1),

@@ -31,7 +31,7 @@ def _channel(state: str = ChannelState.ACTIVE, tz: str = "Europe/London", **kw) 
 
 
 def _action(ch: ChannelConfig, fid: str, description: str, *, owner: str | None = "Tom", **kw) -> Action:
-    kw.setdefault("staleness_at", kw.get("deadline"))  # as knowledge.services.record_action sets it
+    kw.setdefault("staleness_at", kw.get("deadline"))  # as knowledge.records.record_action sets it
     return Action.objects.create(
         channel=ch,
         organisation_id=ch.organisation_id,

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from knowledge import forgetting, services
+from knowledge import forgetting, verbatim
 from knowledge.models import (
     Action,
     ChannelConfig,
@@ -170,7 +170,7 @@ def test_a_daily_summary_is_written_once_from_the_days_records_and_never_from_a_
         "One notes that the day ended with a matter blocked."
     )
     assert CANARY not in summary.summary and "!" not in summary.summary
-    services.guard_text(summary.summary, MESSAGES)  # raises on a run of ten words of a message
+    verbatim.guard_text(summary.summary, MESSAGES)  # raises on a run of ten words of a message
 
     assert _mine(summaries.summarise_due("daily", NOW + timedelta(minutes=30)), ch) == []
     assert Summary.objects.filter(scope_id=ch.channel_id).count() == 1

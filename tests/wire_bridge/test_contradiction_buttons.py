@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from knowledge import contradictions
 from knowledge.models import ChannelConfig, ConflictStatus, Decision, DecisionConflict
-from knowledge.services import source_ref
+from knowledge.sources import source_ref
 from pipeline import contradictions as duty
 from tests.fakes.wire import qid, sidecar_app_added
 from tests.wire_bridge.conftest import APP_ID

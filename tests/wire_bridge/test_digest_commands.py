@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from knowledge.models import Action, ChannelConfig, DigestSubscription
-from knowledge.services import source_ref
+from knowledge.sources import source_ref
 from tests.fakes.wire import mention_of, sidecar_app_added, sidecar_text
 from tests.wire_bridge.conftest import APP_ID
 from tests.wire_bridge.test_e2e import bridge, fakes, respond_worker  # noqa: F401 - fixtures

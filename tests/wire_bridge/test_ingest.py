@@ -164,7 +164,7 @@ def test_a_failed_publish_keeps_no_receipt_so_the_retry_is_queued(client, channe
 def test_a_bridge_that_dies_after_the_publish_leaves_the_receipt_to_the_worker(client, channel, published, monkeypatch):
     """The task reached the broker but the receipt never committed (the web process died in between):
     the classify worker writes the receipt, and Wire's retry is then a duplicate."""
-    from knowledge import services
+    from knowledge import receipts
     from pipeline.tasks import classify_message
     from wire_bridge import ingest
 
@@ -186,7 +186,7 @@ def test_a_bridge_that_dies_after_the_publish_leaves_the_receipt_to_the_worker(c
     assert (receipt.tier, receipt.author_id) == (1, ALICE)
     assert post(client, event).json() == {"status": "duplicate"}
     classify_message(**task)  # a second copy of the task changes nothing and counts nothing
-    assert services.receipt_tier(channel, "m1") == 1
+    assert receipts.receipt_tier(channel, "m1") == 1
     assert MessageReceipt.objects.get(channel_id=channel, wire_msg_id="m1").outcome == receipt.outcome
 
 

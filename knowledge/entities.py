@@ -1,0 +1,199 @@
+"""Entities (names, types, aliases, mentions) and the relationships between them, their one writer (Tier 2).
+
+Dedup (docs/architecture.md §5, entities): same organisation and type, a normalised-name or alias match,
+else cosine ≥ JEEVES_ENTITY_DEDUP_THRESHOLD; a match is updated, else a row is inserted."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+
+from knowledge.embeddings import nearest
+from knowledge.models import (
+    ChannelConfig,
+    Embedding,
+    Entity,
+    EntityMention,
+    EntityRelationship,
+)
+from knowledge.records import Written
+from knowledge.sources import ids_of, merge_source_refs
+from knowledge.verbatim import guard_tags, guard_text
+
+
+def normalise_name(name: str) -> str:
+    return " ".join(re.sub(r"[^\w]+", " ", name.casefold().replace("_", " ")).split())
+
+
+def upsert_entity(
+    channel: ChannelConfig,
+    *,
+    name: str,
+    entity_type: str,
+    aliases: Sequence[str] = (),
+    seen_at: datetime,
+    sources_text: Sequence[str] = (),
+    vector: Sequence[float] | None = None,
+    run_key: str | None = None,
+    mention_ids: Sequence[str] = (),
+    unembedded: Mapping[uuid.UUID, Sequence[float]] | None = None,
+) -> Written:
+    """Entity dedup (docs/architecture.md §5, entities): same organisation and type, alias or normalised-name match,
+    else embedding cosine ≥ JEEVES_ENTITY_DEDUP_THRESHOLD; a match is updated, else inserted.
+    `vector` (the Tier-3 text embedded in memory) and `unembedded` (in-memory vectors of entities Tier 3
+    has not embedded yet) serve that comparison only: Tier 3 writes the entity's vector.
+    `run_key` makes a redelivered run count a mention once; with `mention_ids` (the run's message
+    ids) the mention keeps its evidence, so deleting those messages takes it away again."""
+    name, aliases = entity_fields(name, aliases, sources_text)
+    norm = normalise_name(name)
+    if not norm:
+        raise ValueError("an entity needs a name")
+    forms = {norm, *(normalise_name(a) for a in aliases if normalise_name(a))}
+    same_kind = Entity.objects.filter(organisation_id=channel.organisation_id, entity_type=entity_type, deleted=False)
+    match = same_kind.filter(normalised_name__in=forms).first()
+    if match is None:
+        match = next((e for e in same_kind.filter(aliases__overlap=list(forms | {name, *aliases}))), None)
+    if match is None:
+        match = _alias_match(same_kind, forms)
+    if match is None and vector is not None:
+        match = _nearest_entity(channel.organisation_id, entity_type, vector, unembedded or {})
+    if match is not None:
+        new_aliases = [a for a in [name, *aliases] if normalise_name(a) != match.normalised_name]
+        match.aliases = list(dict.fromkeys([*match.aliases, *new_aliases]))[:20]
+        match.channel_ids = list(dict.fromkeys([*match.channel_ids, channel.channel_id]))
+        counted = _new_mention(match, channel, run_key, mention_ids, seen_at)
+        if counted:
+            # Added in the UPDATE itself: concurrent runs mentioning the entity each count.
+            match.mention_count = F("mention_count") + 1
+        if match.last_mentioned is None or seen_at > match.last_mentioned:
+            match.last_mentioned = seen_at
+        match.save(update_fields=["aliases", "channel_ids", "mention_count", "last_mentioned"])
+        if counted:
+            match.refresh_from_db(fields=["mention_count"])
+        return Written(match, False)
+    try:
+        with transaction.atomic():
+            entity = Entity.objects.create(
+                channel=channel,
+                channel_ids=[channel.channel_id],
+                organisation_id=channel.organisation_id,
+                entity_type=entity_type,
+                name=name,
+                normalised_name=norm,
+                aliases=new_entity_aliases(name, aliases),
+                first_seen=seen_at,
+                last_mentioned=seen_at,
+            )
+            _new_mention(entity, channel, run_key, mention_ids, seen_at)
+    except IntegrityError:
+        entity = Entity.objects.get(
+            organisation_id=channel.organisation_id, entity_type=entity_type, normalised_name=norm, deleted=False
+        )
+        return Written(entity, False)
+    return Written(entity, True)
+
+
+def entity_fields(name: str, aliases: Sequence[str], sources_text: Sequence[str]) -> tuple[str, list[str]]:
+    """(name, aliases) as upsert_entity reads them; VerbatimText when the name is a copy."""
+    # An alias that repeats a message is not an alias: dropped, the entity kept.
+    return (guard_text(name, sources_text) or "").strip(), guard_tags(aliases, sources_text)
+
+
+def new_entity_aliases(name: str, aliases: Sequence[str]) -> list[str]:
+    """The aliases a new entity is stored with: not its own name again, at most twenty."""
+    norm = normalise_name(name)
+    return list(dict.fromkeys(a for a in aliases if normalise_name(a) != norm))[:20]
+
+
+def _new_mention(
+    entity: Entity, channel: ChannelConfig, run_key: str | None, ids: Sequence[str], seen_at: datetime
+) -> bool:
+    """Record one run's mention of `entity`; False when this run was counted already (a redelivery)."""
+    if run_key is None:
+        return True
+    _, created = EntityMention.objects.get_or_create(
+        entity=entity,
+        channel_id=channel.channel_id,
+        run_key=run_key,
+        defaults={"wire_msg_ids": list(dict.fromkeys(ids)), "seen_at": seen_at},
+    )
+    return created
+
+
+def _alias_match(same_kind, forms: set[str]) -> Entity | None:
+    # Aliases are stored as written ("Billing Worker"); compare their normalised forms.
+    for entity in same_kind.exclude(aliases=[]).only("id", "aliases", "normalised_name")[:500]:
+        if forms & {normalise_name(a) for a in entity.aliases}:
+            return Entity.objects.get(pk=entity.pk)
+    return None
+
+
+def _nearest_entity(
+    organisation_id: str,
+    entity_type: str,
+    vector: Sequence[float],
+    unembedded: Mapping[uuid.UUID, Sequence[float]],
+) -> Entity | None:
+    stored = Embedding.objects.filter(source_type="entity", organisation_id=organisation_id)
+    ids = nearest(stored, vector, unembedded, settings.JEEVES.entity_dedup_threshold)
+    by_id = {e.id: e for e in Entity.objects.filter(id__in=ids, entity_type=entity_type, deleted=False)}
+    return next((by_id[i] for i in ids if i in by_id), None)
+
+
+def upsert_relationship(
+    channel: ChannelConfig,
+    *,
+    source: Entity,
+    target: Entity,
+    relationship: str,
+    observed_at: datetime,
+    ref: dict,
+    context: str | None = None,
+    sources_text: Sequence[str] = (),
+    confidence: float = 0.7,
+) -> Written:
+    """Upsert on (source, target, relationship): observation_count += 1 unless these messages
+    were already counted (a redelivered run)."""
+    context = guard_text(context, sources_text)
+    for attempt in range(2):
+        existing = EntityRelationship.objects.filter(source=source, target=target, relationship=relationship).first()
+        if existing is not None:
+            new_ids = set(ids_of(ref)) - set(ids_of(existing.source_ref))
+            observed = bool(new_ids or not ids_of(ref))
+            if observed:
+                existing.observation_count = F("observation_count") + 1  # in the UPDATE: concurrent runs each count
+            existing.source_ref = merge_source_refs(existing.source_ref or {}, ref)
+            existing.channel_ids = list(dict.fromkeys([*existing.channel_ids, channel.channel_id]))
+            existing.last_observed = max(filter(None, [existing.last_observed, observed_at]))
+            existing.confidence = max(existing.confidence, confidence)
+            existing.save(
+                update_fields=["observation_count", "source_ref", "channel_ids", "last_observed", "confidence"]
+            )
+            if observed:
+                existing.refresh_from_db(fields=["observation_count"])
+            return Written(existing, False)
+        try:
+            with transaction.atomic():
+                created = EntityRelationship.objects.create(
+                    source=source,
+                    target=target,
+                    relationship=relationship,
+                    organisation_id=channel.organisation_id,
+                    channel_ids=[channel.channel_id],
+                    context=context,
+                    confidence=confidence,
+                    first_observed=observed_at,
+                    last_observed=observed_at,
+                    source_ref=ref,
+                )
+            return Written(created, True)
+        except IntegrityError:
+            if attempt:
+                raise
+    raise AssertionError("unreachable")

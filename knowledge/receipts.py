@@ -1,0 +1,189 @@
+"""Message receipts (`message_receipts`), their one writer: a message's ids and how far it went (tier 0
+received, 1 classified, 2 extracted; its outcome), never its text.
+
+Written at admission (`admit_message`, the webhook's one statement) or by the worker that finds none
+(`ensure_receipt`); a command's own receipt by `record_receipt`; moved on by the tiers (`mark_receipt`,
+`mark_expired`, `mark_evicted`, `mark_extracted`). Reads that only count stay with their readers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from datetime import datetime
+
+import psycopg
+from django.conf import settings
+from django.db import DatabaseError, IntegrityError, connection, transaction
+
+from jeeves import metrics
+from knowledge.counters import bump_counter
+from knowledge.models import ChannelState, MessageReceipt
+
+# The webhook's admission, one statement: the gate (state, epoch, left, tombstone) under a share lock on the
+# channel row, and the receipt written only when the gate is open. set_config(..., true) lasts for this
+# transaction only. synchronous_commit off: a receipt lost to a crash in the next few milliseconds only
+# weakens dedupe of a redelivery, which the tiers' natural keys cover. lock_timeout / statement_timeout: a
+# state change holding the row, or a stalled server, fails the webhook with 503 within the backend timeout.
+_ADMIT = f"""WITH gate AS (
+  SELECT set_config('synchronous_commit', 'off', true), set_config('lock_timeout', %(budget)s, true),
+         set_config('statement_timeout', %(budget)s, true),
+         c.state, c.epoch, c.left_at IS NOT NULL AS left_channel,
+         EXISTS (SELECT 1 FROM message_tombstones t WHERE t.channel_id = c.channel_id
+                 AND t.wire_msg_id = %(msg)s AND t.expires_at > now()) AS forgotten
+  FROM channel_config c WHERE c.channel_id = %(channel)s FOR SHARE OF c
+), receipt AS (
+  INSERT INTO {MessageReceipt._meta.db_table}
+    (channel_id, wire_msg_id, author_id, sent_at, received_at, tier, categories, outcome)
+  SELECT %(channel)s, %(msg)s, %(author)s, %(sent_at)s, now(), 0, '{{}}', %(queued)s FROM gate
+  WHERE gate.state = %(active)s AND NOT gate.left_channel AND NOT gate.forgotten
+  ON CONFLICT (channel_id, wire_msg_id) DO NOTHING RETURNING id
+)
+SELECT gate.state, gate.epoch, gate.left_channel, gate.forgotten, EXISTS (SELECT 1 FROM receipt) FROM gate"""
+
+
+@contextmanager
+def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at: datetime) -> Iterator[tuple[str, int]]:
+    """Admit one message: yields (outcome, epoch) with outcome unknown | dropped | forgotten | duplicate | admitted.
+
+    Holds a share lock on the channel row until the block ends, so a state change (an UPDATE)
+    waits for admissions in flight and later ones see the new state: a secure-mode flush that
+    runs after the change commits catches everything admitted before it. The receipt (no
+    content) is the dedupe: a redelivered message is a `duplicate`. The block commits when it
+    ends and rolls back when it raises (a failed publish leaves no receipt).
+
+    Two round trips, this being the webhook's hot path: `BEGIN` and the admission statement travel
+    in one simple query (Django's atomic() sends `BEGIN` on a round trip of its own), then `COMMIT`
+    or `ROLLBACK`; nothing in the block may use the ORM, as this transaction is outside Django's
+    bookkeeping. Inside a caller's transaction (a test's) it runs in a savepoint instead.
+    """
+    params = {
+        "budget": str(int(settings.JEEVES.backend_timeout_s * 1000)),
+        "msg": wire_msg_id,
+        "channel": channel_id,
+        "author": author_id,
+        "sent_at": sent_at,
+        "queued": MessageReceipt.Outcome.QUEUED,
+        "active": ChannelState.ACTIVE,
+    }
+    if connection.in_atomic_block:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_ADMIT, params)
+            yield _admission(cursor.fetchone())
+        return
+    with connection.cursor() as cursor:
+        try:
+            # Simple query protocol (Django's client-side binding cursor): several statements, one round trip.
+            cursor.execute("BEGIN; " + _ADMIT, params)
+            cursor.nextset()  # past BEGIN's empty result
+            yield _admission(cursor.fetchone())
+        except BaseException:
+            if cursor.connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                with suppress(DatabaseError):  # the error being raised is the one to report
+                    cursor.execute("ROLLBACK")
+            raise
+        cursor.execute("COMMIT")
+
+
+def _admission(row: tuple | None) -> tuple[str, int]:
+    if row is None:
+        return "unknown", 0
+    state, epoch, left, forgotten, written = row
+    if state != ChannelState.ACTIVE or left:
+        return "dropped", epoch
+    if forgotten:
+        return "forgotten", epoch
+    return ("admitted" if written else "duplicate"), epoch
+
+
+def record_receipt(channel_id: str, wire_msg_id: str, *, author_id: str | None, sent_at) -> bool:
+    """Record that a message arrived. False when it was seen before (a redelivery): ignore it."""
+    try:
+        with transaction.atomic():
+            MessageReceipt.objects.create(
+                channel_id=channel_id, wire_msg_id=wire_msg_id, author_id=author_id, sent_at=sent_at
+            )
+    except IntegrityError:
+        return False
+    return True
+
+
+def ensure_receipt(channel_id: str, wire_msg_id: str, *, author_id: str | None, sent_at) -> tuple[int, str]:
+    """The message's (tier, outcome), writing its receipt first when the bridge published the task but
+    died before committing the receipt (wire_bridge/ingest.py publishes first).
+
+    The insert waits while the bridge's transaction holding the same receipt is still open, so the
+    answer is the committed state: the bridge's receipt, or this one when the bridge rolled back.
+    """
+    MessageReceipt.objects.bulk_create(
+        [MessageReceipt(channel_id=channel_id, wire_msg_id=wire_msg_id, author_id=author_id, sent_at=sent_at)],
+        ignore_conflicts=True,
+    )
+    return (
+        MessageReceipt.objects.filter(channel_id=channel_id, wire_msg_id=wire_msg_id)
+        .values_list("tier", "outcome")
+        .get()
+    )
+
+
+def mark_expired(channel_id: str, wire_msg_id: str) -> bool:
+    """The message's text expired before it was classified: mark and count it, once.
+
+    Only a receipt still waiting at tier 0 moves, so a redelivered copy of a task whose first copy
+    classified the message (and discarded its text) is not counted as expired.
+    """
+    with transaction.atomic():  # a reader never sees the receipt expired before it is counted
+        moved = MessageReceipt.objects.filter(
+            channel_id=channel_id, wire_msg_id=wire_msg_id, tier=0, outcome=MessageReceipt.Outcome.QUEUED
+        ).update(outcome=MessageReceipt.Outcome.EXPIRED)
+        if moved:
+            bump_counter(channel_id, "expired")
+    if moved:
+        metrics.CLAIM_CHECK_EXPIRED.inc()
+    return bool(moved)
+
+
+def receipt_tier(channel_id: str, wire_msg_id: str) -> int:
+    """How far the message went (0 received, 1 classified, 2 extracted); -1 when there is no receipt."""
+    tier = (
+        MessageReceipt.objects.filter(channel_id=channel_id, wire_msg_id=wire_msg_id)
+        .values_list("tier", flat=True)
+        .first()
+    )
+    return -1 if tier is None else tier
+
+
+def mark_receipt(
+    channel_id: str,
+    wire_msg_id: str,
+    *,
+    outcome: str,
+    tier: int | None = None,
+    categories: list[str] | None = None,
+) -> None:
+    fields: dict[str, object] = {"outcome": outcome}
+    if tier is not None:
+        fields["tier"] = tier
+    if categories is not None:
+        fields["categories"] = categories
+    MessageReceipt.objects.filter(channel_id=channel_id, wire_msg_id=wire_msg_id).update(**fields)
+
+
+def mark_evicted(channel_id: str, wire_msg_ids: Iterable[str]) -> int:
+    """Messages still waiting for extraction whose text left the window first: marked evicted and
+    counted (never silent). How many moved."""
+    evicted = MessageReceipt.objects.filter(
+        channel_id=channel_id, wire_msg_id__in=list(wire_msg_ids), outcome=MessageReceipt.Outcome.PENDING_EXTRACT
+    ).update(outcome=MessageReceipt.Outcome.EVICTED)
+    if evicted:
+        bump_counter(channel_id, "evicted_unextracted", evicted)
+    return evicted
+
+
+def mark_extracted(channel_id: str, wire_msg_ids: Iterable[str]) -> None:
+    """An extraction run over these messages finished: each is at tier 2, those waiting for it extracted."""
+    receipts = MessageReceipt.objects.filter(channel_id=channel_id, wire_msg_id__in=list(wire_msg_ids))
+    receipts.filter(outcome=MessageReceipt.Outcome.PENDING_EXTRACT).update(
+        outcome=MessageReceipt.Outcome.EXTRACTED, tier=2
+    )
+    receipts.filter(tier__lt=2).update(tier=2)

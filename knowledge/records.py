@@ -1,0 +1,259 @@
+"""Decisions, action items and conversation signals: the one writer of each new row (Tier 2, and Tier 1's
+signals). A restated decision or a continued action extends the row it restates; every text passes the
+verbatim guard (knowledge/verbatim.py). No vector is written here: Tier 3 writes every record's one vector
+(knowledge/embeddings.py). Review changes (done, supersede, ...) are knowledge/review.py's."""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import connection, models
+from django.utils import timezone
+
+from knowledge import verbatim
+from knowledge.embeddings import nearest
+from knowledge.models import (
+    Action,
+    ActionStatus,
+    ChannelConfig,
+    ConversationSignal,
+    Decision,
+    DecisionStatus,
+    Embedding,
+)
+from knowledge.sources import merge_source_refs
+from knowledge.verbatim import guard_tags, guard_text
+
+logger = logging.getLogger(__name__)
+
+
+DECISION_DEDUP_COSINE = 0.9
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a write did: the row, and whether it was new (False: an existing row was updated)."""
+
+    record: models.Model
+    created: bool
+
+
+def next_friendly_id(channel_id: str, kind: str) -> str:
+    """DEC-0007 / ACT-0012: one atomic upsert, safe under concurrent workers."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO friendly_id_sequences (channel_id, kind, last_value) VALUES (%s, %s, 1)
+            ON CONFLICT (channel_id, kind) DO UPDATE SET last_value = friendly_id_sequences.last_value + 1
+            RETURNING last_value
+            """,
+            [channel_id, kind],
+        )
+        (value,) = cursor.fetchone()
+    return f"{kind}-{value:04d}"
+
+
+def _figures(text: str) -> set[str]:
+    return set(re.findall(r"\d+(?:[.,]\d+)?", text))
+
+
+def record_decision(
+    channel: ChannelConfig,
+    *,
+    summary: str,
+    rationale: str | None,
+    decided_by: list[str],
+    decided_at: datetime,
+    confidence: float,
+    source: dict,
+    sources_text: Sequence[str],
+    key: str,
+    tags: list[str] | None = None,
+    extraction_model: str | None = None,
+    prompt_version: str | None = None,
+    vector: Sequence[float] | None = None,
+    restates: str | None = None,
+    unembedded: Mapping[uuid.UUID, Sequence[float]] | None = None,
+) -> Written:
+    """Insert a decision, or, when it restates an active one of the channel (the model says so, or
+    cosine ≥ 0.9 on the synthesised text with the same figures), extend that row's source_ref.
+
+    No vector is stored here: Tier 3 (pipeline/embed.py) writes every record's one vector. `vector` is
+    this decision's Tier-3 text (`pipeline.embed.decision_text` of the guarded fields) embedded in
+    memory, for the comparison only; `unembedded` holds in-memory vectors, made the same way, of the
+    channel's decisions Tier 3 has not embedded yet (written earlier in this run, or one run ago)."""
+    summary, rationale, tags = decision_fields(summary, rationale, tags, sources_text)
+    existing = Decision.objects.filter(channel=channel, source_key=key).first()
+    if existing is not None:
+        return Written(existing, False)
+    restated = _restated_decision(channel, summary, vector, restates, unembedded or {})
+    if restated is not None:
+        restated.source_ref = merge_source_refs(restated.source_ref, source)
+        restated.confidence = max(restated.confidence, confidence)
+        restated.decided_by = list(dict.fromkeys([*restated.decided_by, *decided_by]))
+        restated.save(update_fields=["source_ref", "confidence", "decided_by"])
+        logger.info("decision restated: channel=%s decision=%s", channel.channel_id, restated.friendly_id)
+        return Written(restated, False)
+    # get_or_create: a concurrent run that wrote the same key first wins; the friendly id is drawn
+    # inside the insert's transaction, so a lost race does not use one up.
+    decision, created = Decision.objects.get_or_create(
+        channel=channel,
+        source_key=key,
+        defaults={
+            "friendly_id": lambda: next_friendly_id(channel.channel_id, "DEC"),
+            "organisation_id": channel.organisation_id,
+            "summary": summary,
+            "rationale": rationale,
+            "restatement": verbatim.restatement(summary, sources_text),
+            "decided_by": list(dict.fromkeys(decided_by)),
+            "decided_at": decided_at,
+            "confidence": confidence,
+            "tags": tags or [],
+            "source_ref": source,
+            "extraction_model": extraction_model,
+            "prompt_version": prompt_version,
+        },
+    )
+    return Written(decision, created)
+
+
+def decision_fields(
+    summary: str, rationale: str | None, tags: Sequence[str] | None, sources_text: Sequence[str]
+) -> tuple[str, str | None, list[str]]:
+    """(summary, rationale, tags) as record_decision stores them; VerbatimText when one is a copy."""
+    return guard_text(summary, sources_text) or "", guard_text(rationale, sources_text), guard_tags(tags, sources_text)
+
+
+def _restated_decision(
+    channel: ChannelConfig,
+    summary: str,
+    vector: Sequence[float] | None,
+    restates: str | None,
+    unembedded: Mapping[uuid.UUID, Sequence[float]],
+) -> Decision | None:
+    active = Decision.objects.filter(channel=channel, status=DecisionStatus.ACTIVE)
+    if restates:
+        named = active.filter(friendly_id=restates.strip().upper()).first()
+        if named is not None:
+            return named
+    if vector is None:
+        return None
+    stored = Embedding.objects.filter(source_type="decision", channel_id=channel.channel_id)
+    near = nearest(stored, vector, unembedded, DECISION_DEDUP_COSINE)
+    by_id = active.in_bulk(near)
+    for decision in (by_id[i] for i in near if i in by_id):
+        # A changed figure (5 attempts → 3 attempts) is a new decision, not a restatement.
+        if _figures(decision.summary) == _figures(summary):
+            return decision
+    return None
+
+
+def record_action(
+    channel: ChannelConfig,
+    *,
+    description: str,
+    owner_id: str | None,
+    owner_name: str | None,
+    deadline: datetime | None,
+    status: str,
+    confidence: float,
+    source: dict,
+    sources_text: Sequence[str],
+    key: str,
+    continues_ids: Sequence[str] = (),
+    related_decision: Decision | None = None,
+    tags: list[str] | None = None,
+    extraction_model: str | None = None,
+    prompt_version: str | None = None,
+    created_at: datetime | None = None,
+) -> Written:
+    """Insert an action, or update the one it continues (an earlier action resting on one of
+    `continues_ids`: a progress or completion message): status, deadline, source_ref."""
+    description = guard_text(description, sources_text) or ""
+    tags = guard_tags(tags, sources_text)
+    existing = Action.objects.filter(channel=channel, source_key=key).first()
+    if existing is None and continues_ids:
+        candidates = Action.objects.filter(channel=channel, source_ref__wire_msg_ids__has_any_keys=list(continues_ids))
+        existing = candidates.order_by("created_at").first()
+    if existing is not None:
+        existing.source_ref = merge_source_refs(existing.source_ref, source)
+        fields = ["source_ref"]
+        if status == ActionStatus.DONE and existing.status != ActionStatus.DONE:
+            existing.status, existing.completed_at = ActionStatus.DONE, timezone.now()
+            fields += ["status", "completed_at"]
+        if deadline is not None and existing.deadline != deadline:
+            existing.deadline, existing.staleness_at = deadline, deadline
+            fields += ["deadline", "staleness_at"]
+        if owner_id and not existing.owner_id:
+            existing.owner_id, existing.owner_name = owner_id, owner_name
+            fields += ["owner_id", "owner_name"]
+        existing.save(update_fields=fields)
+        return Written(existing, False)
+    created = created_at or timezone.now()
+    staleness_at = deadline or created + timedelta(days=settings.JEEVES.staleness_days)
+    action, created = Action.objects.get_or_create(
+        channel=channel,
+        source_key=key,
+        defaults={
+            "friendly_id": lambda: next_friendly_id(channel.channel_id, "ACT"),
+            "organisation_id": channel.organisation_id,
+            "description": description,
+            "restatement": verbatim.restatement(description, sources_text),
+            "owner_id": owner_id,
+            "owner_name": owner_name,
+            "deadline": deadline,
+            "status": status,
+            "completed_at": timezone.now() if status == ActionStatus.DONE else None,
+            "staleness_at": staleness_at,
+            "confidence": confidence,
+            "tags": tags or [],
+            "source_ref": source,
+            "related_decision": related_decision,
+            "extraction_model": extraction_model,
+            "prompt_version": prompt_version,
+        },
+    )
+    return Written(action, created)
+
+
+def record_signal(
+    channel: ChannelConfig,
+    *,
+    signal_type: str,
+    summary: str,
+    occurred_at: datetime,
+    source: dict,
+    sources_text: Sequence[str],
+    key: str,
+    participants: list[str] | None = None,
+    confidence: float = 0.6,
+    related_entities: list[uuid.UUID] | None = None,
+    tags: list[str] | None = None,
+    extraction_model: str | None = None,
+) -> Written:
+    summary = guard_text(summary, sources_text) or ""
+    tags = guard_tags(tags, sources_text)
+    signal, created = ConversationSignal.objects.get_or_create(
+        channel=channel,
+        source_key=key,
+        defaults={
+            "organisation_id": channel.organisation_id,
+            "signal_type": signal_type,
+            "summary": summary,
+            "restatement": verbatim.restatement(summary, sources_text),
+            "participants": list(dict.fromkeys(participants or [])),
+            "tags": tags or [],
+            "related_entities": related_entities or [],
+            "occurred_at": occurred_at,
+            "confidence": confidence,
+            "source_ref": source,
+            "extraction_model": extraction_model,
+        },
+    )
+    return Written(signal, created)
