@@ -98,13 +98,13 @@ def _member(ctx: ChannelContext, user_id: str) -> Member:
 
 
 def _decisions(w: _Window) -> list[_Record]:
-    """Records open at messages the anchor head claims; nearby decision evidence joins the latest."""
+    """Records open at messages Tier 1 labels a decision; nearby decision evidence joins the latest."""
     params = w.scored.engine.params
     records: list[_Record] = []
     for i in range(len(w.msgs)):
         last = records[-1] if records else None
         near = last is not None and i - last.evidence[-1] <= params["join_gap"]
-        if w.scored.over("decision_anchor", i):
+        if w.scored.over("decision", i, scale="decision_anchor_scale"):
             if near and w.cosine(i, last.anchor) >= params["join_cosine"]:
                 last.evidence.append(i)  # the same decision said again (an amendment, a confirmation)
                 continue

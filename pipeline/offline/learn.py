@@ -2,8 +2,8 @@
 
 Labels come from the gold of `evalsets/train` only:
 - Tier 1: the eight categories of each message (`gold.categories`);
-- Tier 2: `decision_ev` / `action_ev` (the message is evidence of a gold decision / action), and
-  `owner_is_author` (a message naming another member opens an action its own author owns), fitted on
+- Tier 2: `decision_ev` / `action_ev` (the message is evidence of a gold decision / action),
+  `action_anchor` (it is an action's first evidence), and `owner_is_author` (a message naming another member opens an action its own author owns), fitted on
   the first evidence messages of gold actions that name someone.
 Each head is an L2 logistic regression (liblinear, fixed C) over `features.matrix`; its threshold is
 the best-F1 threshold of out-of-fold probabilities (5 folds grouped by conversation). How far below
@@ -47,17 +47,15 @@ def labels(conv: Conversation) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     first_owner: dict[str, str | None] = {}
     for a in gold["actions"]:
         first_owner.setdefault(a["evidence"][0], conv.member(a["owner"]))
-    dec_first = {d["evidence"][0] for d in gold["decisions"]}
     y2 = np.zeros((len(heard), len(model.EXTRACT_HEADS)))
     mask = np.zeros(len(heard), dtype=bool)
     for k, m in enumerate(heard):
         y2[k, 0] = m.id in dec
         y2[k, 1] = m.id in act
-        y2[k, 2] = m.id in dec_first
-        y2[k, 3] = m.id in first_owner
+        y2[k, 2] = m.id in first_owner
         if m.id in first_owner and addressees(m, conv.ctx):
             mask[k] = True
-            y2[k, 4] = first_owner[m.id] == m.author_id
+            y2[k, 3] = first_owner[m.id] == m.author_id
     return y1, y2, mask
 
 
@@ -114,7 +112,7 @@ class Data:
 
     def rows(self, subset: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         r1 = [subset] * len(model.CATEGORIES)
-        r2 = [subset, subset, subset, subset, subset[self.owner_rows[subset]]]
+        r2 = [subset, subset, subset, subset[self.owner_rows[subset]]]
         return r1, r2
 
 
@@ -143,14 +141,14 @@ def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict
     oof2 = np.zeros_like(data.y2)
     fold_heads = []
     for fit_rows, test_rows in folds:
-        engine = fit_engine(data, fit_rows, seed, np.full(8, 0.5), np.full(5, 0.5), model.DEFAULT_PARAMS)
+        engine = fit_engine(data, fit_rows, seed, np.full(8, 0.5), np.full(4, 0.5), model.DEFAULT_PARAMS)
         oof1[test_rows] = engine.tier1.probs(data.x1[test_rows])
         oof2[test_rows] = engine.tier2.probs(data.x2[test_rows])
         fold_heads.append((engine, test_rows))
     t1 = [_best_threshold(data.y1[:, k], oof1[:, k]) for k in range(len(model.CATEGORIES))]
     owner_rows = data.owner_rows
-    t2 = [_best_threshold(data.y2[:, k], oof2[:, k]) for k in range(4)]
-    t2.append(_owner_threshold(data.y2[owner_rows, 4], oof2[owner_rows, 4]))
+    t2 = [_best_threshold(data.y2[:, k], oof2[:, k]) for k in range(3)]
+    t2.append(_owner_threshold(data.y2[owner_rows, 3], oof2[owner_rows, 3]))
     thresholds1 = np.array([t for t, _ in t1])
     thresholds2 = np.array([t for t, _ in t2])
     # The record builder's parameters: replay train with the fold engines, keep the best.
