@@ -9,7 +9,7 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
     from django.core.management import execute_from_command_line
 
-    from jeeves.config import ConfigError
+    from ground.config import ConfigError
 
     try:
         execute_from_command_line(sys.argv)

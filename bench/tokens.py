@@ -301,7 +301,7 @@ def main() -> None:
     convs = conversations(args.conversations)
     from tests.fakes.openai_server import FakeOpenAI, answer
 
-    size, max_age, debounce_s, batch = 30, 900.0, 5.0, 10  # the defaults (jeeves/config.py) are what is measured
+    size, max_age, debounce_s, batch = 30, 900.0, 5.0, 10  # the defaults (ground/config.py) are what is measured
     posted = extract_calls = extract_tokens = naive_calls = naive_tokens = high_total = 0
     own = [0, 0, 0, 0]  # at their own times: debounced calls, tokens, naive calls, tokens
     with ExitStack() as stack:

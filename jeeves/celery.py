@@ -11,7 +11,7 @@ from celery.signals import beat_init, task_postrun, task_prerun, worker_init, wo
 from kombu import Exchange
 from kombu import Queue as KombuQueue
 
-from jeeves.queues import TIME_LIMITS, Queue
+from ground.queues import TIME_LIMITS, Queue
 from jeeves.startup import refuse_unsafe_start, require_offline_engine
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
@@ -23,8 +23,8 @@ try:
     from django.conf import settings
 
     settings.JEEVES  # noqa: B018 - force the settings import so a bad variable stops start-up here
-except Exception as exc:  # pragma: no cover - exercised by tests/jeeves/test_config.py via a subprocess
-    from jeeves.config import ConfigError
+except Exception as exc:  # pragma: no cover - exercised by tests/ground/test_config.py via a subprocess
+    from ground.config import ConfigError
 
     if isinstance(exc, ConfigError):
         sys.exit(f"jeeves: configuration error: {exc}")
@@ -47,8 +47,8 @@ def _beat_starts(**kwargs) -> None:
     refuse_unsafe_start("beat")
 
 
-# Metrics (jeeves/metrics.py): every task counted by queue and outcome and timed, in the process that runs it.
-from jeeves import metrics  # noqa: E402 - after the settings: PROMETHEUS_MULTIPROC_DIR is read at import
+# Metrics (ground/metrics.py): every task counted by queue and outcome and timed, in the process that runs it.
+from ground import metrics  # noqa: E402 - after the settings: PROMETHEUS_MULTIPROC_DIR is read at import
 
 metrics.connect_celery_signals()
 
@@ -59,7 +59,7 @@ def _child_exits(pid=None, **kwargs) -> None:
         metrics.mark_process_dead(pid)
 
 
-# Logs (jeeves/logs.py): every line a task writes carries its id, its queue, and the channel and message it
+# Logs (ground/logs.py): every line a task writes carries its id, its queue, and the channel and message it
 # is about (from its arguments), with nothing to pass down the call chain.
 _log_context: dict[str, list] = {}
 
@@ -79,7 +79,7 @@ def _argument(task, args, kwargs, name: str) -> str | None:
 
 @task_prerun.connect
 def _bind_log_context(task_id=None, task=None, args=None, kwargs=None, **extra) -> None:
-    from jeeves import logs
+    from ground import logs
 
     info = getattr(task.request, "delivery_info", None) or {}
     _log_context[task_id] = logs.set_context(
@@ -92,7 +92,7 @@ def _bind_log_context(task_id=None, task=None, args=None, kwargs=None, **extra) 
 
 @task_postrun.connect
 def _unbind_log_context(task_id=None, **extra) -> None:
-    from jeeves import logs
+    from ground import logs
 
     logs.reset_context(_log_context.pop(task_id, []))
 

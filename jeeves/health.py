@@ -68,7 +68,7 @@ def migrations() -> Check:
 
 
 def redis() -> Check:
-    from jeeves.redis import get_redis
+    from ground.redis import get_redis
 
     try:
         get_redis().ping()
@@ -80,7 +80,7 @@ def redis() -> Check:
 def models() -> Check:
     """The embed slot can produce vectors here (the bundled MiniLM's files, or a provider), and every slot that
     names a model has a provider to reach."""
-    from jeeves.config import LOCAL_MODEL, SLOTS
+    from ground.config import LOCAL_MODEL, SLOTS
 
     cfg = settings.JEEVES
     if cfg.slot("embed").model == LOCAL_MODEL:

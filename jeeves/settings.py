@@ -1,6 +1,6 @@
 """Django settings, all from the environment (12-factor). The only module that reads os.environ.
 
-A bad value stops start-up with one line naming the variable (jeeves.config.ConfigError).
+A bad value stops start-up with one line naming the variable (ground.config.ConfigError).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from pathlib import Path
 import dj_database_url
 from cryptography.fernet import Fernet
 
-from jeeves import embedded, logs
-from jeeves.config import ConfigError, load, unsafe_start
+from ground import logs
+from ground.config import ConfigError, load, unsafe_start
+from jeeves import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -177,6 +178,6 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024
 # Celery (read by jeeves/celery.py with namespace CELERY_).
 CELERY_BROKER_URL = REDIS_URL
 
-# Logs as data (jeeves/logs.py): JSON lines in production, a readable line in development; channel, message,
+# Logs as data (ground/logs.py): JSON lines in production, a readable line in development; channel, message,
 # task and queue on every line where known; known text-bearing fields dropped.
 LOGGING = logs.config(JEEVES.log_format or ("text" if EMBEDDED or DEBUG else "json"), JEEVES.log_level)

@@ -1,4 +1,4 @@
-"""Operational endpoints: liveness, readiness and the Prometheus metrics page (jeeves/metrics.py)."""
+"""Operational endpoints: liveness, readiness and the Prometheus metrics page (ground/metrics.py)."""
 
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ def metrics_guarded(view: Callable[[HttpRequest], HttpResponse]) -> Callable[[Ht
 @require_GET
 @metrics_guarded
 def metrics(request: HttpRequest) -> HttpResponse:
-    """Every process's series (jeeves/metrics.py); with Redis down still 200: depths NaN, jeeves_redis_up 0."""
-    from jeeves import metrics as registry
+    """Every process's series (ground/metrics.py); with Redis down still 200: depths NaN, jeeves_redis_up 0."""
+    from jeeves import scrape
 
-    body, content_type = registry.render()
+    body, content_type = scrape.render()
     return HttpResponse(body, content_type=content_type)

@@ -5,7 +5,7 @@ import sys
 
 from django.core.wsgi import get_wsgi_application
 
-from jeeves.config import ConfigError
+from ground.config import ConfigError
 from jeeves.startup import refuse_unsafe_start
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")

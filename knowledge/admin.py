@@ -19,7 +19,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from jeeves.redis import forget_channel_keys
+from ground.redis import forget_channel_keys
 from knowledge import channels, dashboard, forgetting, review
 from knowledge.models import (
     Action,
@@ -355,7 +355,7 @@ class EntityAdmin(ReadOnlyAdmin):
         if channel is not None:  # its vector again, now that its aliases changed
             from celery import current_app
 
-            from jeeves.queues import Queue
+            from ground.queues import Queue
 
             current_app.send_task(
                 "pipeline.tasks.embed_records",

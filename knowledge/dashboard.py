@@ -81,8 +81,8 @@ def _cost(model: str, prompt: int | None, completion: int | None) -> Decimal | N
 
 
 def _queue_depths() -> dict[str, int | None]:
-    from jeeves.queues import Queue
-    from jeeves.redis import get_redis
+    from ground.queues import Queue
+    from ground.redis import get_redis
 
     try:
         pipe = get_redis().pipeline()

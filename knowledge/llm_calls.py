@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from jeeves import metrics
+from ground import metrics
 from knowledge.models import (
     LlmCall,
 )

@@ -16,7 +16,7 @@ import psycopg
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
-from jeeves import metrics
+from ground import metrics
 from knowledge.counters import bump_counter
 from knowledge.models import ChannelState, MessageReceipt
 

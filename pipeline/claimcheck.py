@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from redis.client import Pipeline
 
-from jeeves import keys
-from jeeves.redis import get_redis
+from ground import keys
+from ground.redis import get_redis
 
 
 def key_for(channel_id: str, wire_msg_id: str) -> str:

@@ -24,9 +24,9 @@ from django.utils import timezone
 from pgvector.django import CosineDistance
 from pydantic import BaseModel, ConfigDict, Field
 
-from jeeves import metrics
-from jeeves.config import LOCAL_MODEL
-from jeeves.queues import Queue
+from ground import metrics
+from ground.config import LOCAL_MODEL
+from ground.queues import Queue
 from knowledge import contradictions, embeddings
 from knowledge.models import (
     ChannelConfig,

@@ -20,9 +20,9 @@ from django.conf import settings
 from redis.exceptions import LockNotOwnedError
 from redis.lock import Lock
 
-from jeeves import keys
-from jeeves.queues import Queue
-from jeeves.redis import get_redis
+from ground import keys
+from ground.queues import Queue
+from ground.redis import get_redis
 from pipeline import liveness
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from jeeves.config import LOCAL_MODEL
+from ground.config import LOCAL_MODEL
 
 logger = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 
-from jeeves.config import LOCAL_MODEL
-from jeeves.queues import Queue
+from ground.config import LOCAL_MODEL
+from ground.queues import Queue
 from knowledge import forgetting, receipts
 from knowledge.counters import bump_counter
 from knowledge.entities import entity_fields, new_entity_aliases, normalise_name, upsert_entity, upsert_relationship

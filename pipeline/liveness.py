@@ -37,9 +37,9 @@ from datetime import datetime
 import redis
 from django.conf import settings
 
-from jeeves import keys
-from jeeves.queues import Queue
-from jeeves.redis import get_redis
+from ground import keys
+from ground.queues import Queue
+from ground.redis import get_redis
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
-from jeeves.config import LOCAL_MODEL
+from ground.config import LOCAL_MODEL
 from knowledge import llm_calls
 
 logger = logging.getLogger(__name__)

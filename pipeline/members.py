@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from jeeves import keys
-from jeeves.redis import get_redis
+from ground import keys
+from ground.redis import get_redis
 
 
 @dataclass(frozen=True)

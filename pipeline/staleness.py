@@ -16,8 +16,8 @@ from celery import current_app
 from django.conf import settings
 from django.utils import timezone
 
-from jeeves import metrics
-from jeeves.queues import Queue
+from ground import metrics
+from ground.queues import Queue
 from knowledge import proactive
 from knowledge.models import Action
 from pipeline import claimcheck

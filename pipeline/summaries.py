@@ -20,8 +20,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field
 
-from jeeves import metrics
-from jeeves.config import LOCAL_MODEL
+from ground import metrics
+from ground.config import LOCAL_MODEL
 from knowledge import contradictions, proactive
 from knowledge.models import (
     Action,

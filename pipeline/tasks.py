@@ -25,8 +25,8 @@ from django import db
 from django.conf import settings
 from django.utils import timezone
 
-from jeeves.queues import Queue
-from jeeves.redis import forget_channel_keys
+from ground.queues import Queue
+from ground.redis import forget_channel_keys
 from knowledge import channels, counters, forgetting, receipts
 from knowledge.models import ChannelConfig, ChannelState, MessageReceipt
 from pipeline import claimcheck, debounce, liveness, window
@@ -337,7 +337,7 @@ def _preload(sender=None, instance=None, **kwargs) -> None:
     memory) instead of loading a copy each. Only the weights: the children run the first embedding (a
     forward pass in a parent that forks is what torch's threads do not survive)."""
     global _embeds
-    from jeeves.config import LOCAL_MODEL
+    from ground.config import LOCAL_MODEL
     from pipeline import embedder
 
     consumed = set((instance.app.amqp.queues.consume_from or {}).keys()) if instance is not None else set()

@@ -15,8 +15,8 @@ from datetime import datetime
 from django.conf import settings
 from redis.client import Pipeline
 
-from jeeves import keys
-from jeeves.redis import get_redis
+from ground import keys
+from ground.redis import get_redis
 
 
 @dataclass(frozen=True)

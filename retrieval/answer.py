@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field
 
-from jeeves.config import LOCAL_MODEL
+from ground.config import LOCAL_MODEL
 from knowledge.verbatim import MAX_RUN, longest_common_run
 from retrieval.fusion import RecordKey
 from retrieval.pack import ContextPack, approx_date

@@ -17,7 +17,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from jeeves import metrics
+from ground import metrics
 from retrieval import answer as answers
 from retrieval import parallel, paths, relevance
 from retrieval.config import RetrievalConfig

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from jeeves import metrics
+from ground import metrics
 from knowledge import proactive
 from knowledge.models import ChannelConfig
 from retrieval.answer import voice
@@ -118,7 +118,7 @@ def send_due(now: datetime | None = None) -> int:
     group channel's, and a personal note does not belong there."""
     from celery import current_app
 
-    from jeeves.queues import Queue
+    from ground.queues import Queue
     from pipeline import claimcheck
 
     now = now or timezone.now()

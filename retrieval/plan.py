@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from jeeves.config import LOCAL_MODEL
+from ground.config import LOCAL_MODEL
 from retrieval.config import PATHS
 
 logger = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from jeeves.queues import Queue
+from ground.queues import Queue
 
 
 @shared_task(name="retrieval.tasks.send_digests", queue=Queue.SUMMARISE.value)

@@ -133,8 +133,8 @@ def _wire_redis(redis_url: str) -> None:
     """Point this process (settings, Celery producer, Redis client) at the session's Redis db."""
     from django.conf import settings
 
+    from ground.redis import get_redis
     from jeeves.celery import app
-    from jeeves.redis import get_redis
 
     settings.REDIS_URL = redis_url
     settings.CELERY_BROKER_URL = redis_url

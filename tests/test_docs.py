@@ -7,7 +7,7 @@
 - Every repository path the docs name exists; `path::test` names a test defined in that file.
 - docs/architecture.md's message path is a numbered walk of at most ten files; each step's file exists and
   defines every `function()` the step names; its Redis key table lists every `jeeves:` key family the code uses,
-  each row naming the owner `jeeves/keys.py` gives it.
+  each row naming the owner `ground/keys.py` gives it.
 """
 
 from __future__ import annotations
@@ -199,12 +199,12 @@ def test_the_redis_key_table_lists_every_key_family_in_the_code():
 
 
 def test_the_redis_key_table_follows_jeeves_keys():
-    """Each family of jeeves/keys.py has its row, naming the module that owns it."""
-    from jeeves import keys
+    """Each family of ground/keys.py has its row, naming the module that owns it."""
+    from ground import keys
 
     text = (DOCS / "architecture.md").read_text(encoding="utf-8")
     table = re.search(r"^## 4\. .*?$(.*?)^## ", text, flags=re.M | re.S).group(1)
-    assert "`jeeves/keys.py`" in table
+    assert "`ground/keys.py`" in table
     rows = [line for line in table.splitlines() if line.startswith("| `jeeves:")]
     wrong = []
     for family in keys.FAMILIES:

@@ -1,7 +1,8 @@
 """The layers of docs/architecture.md §2 hold in the imports (pure: source files only, no services).
 
-- `knowledge` (the domain and its services) imports none of `pipeline`, `retrieval`, `wire_bridge`.
-- `pipeline` and `retrieval` never import `wire_bridge`: they reach the bridge only by task name.
+- `lint-imports` (import-linter, its contract in pyproject.toml) keeps jeeves > wire_bridge > retrieval >
+  pipeline > knowledge > ground: no layer imports one above it, directly or through a chain, so there is
+  no package cycle; and the check itself fails when a layer climbs back up.
 - The files of the command path import no project module under another name (as once
   `from retrieval import commands as knowledge_commands`): a reader sees which package a call goes to.
 """
@@ -9,12 +10,13 @@
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT = ("jeeves", "knowledge", "pipeline", "retrieval", "wire_bridge")
+PROJECT = ("jeeves", "wire_bridge", "retrieval", "pipeline", "knowledge", "ground")  # top to bottom
 COMMAND_PATH = (
     "wire_bridge/commands.py",
     "wire_bridge/dispatch.py",
@@ -24,11 +26,7 @@ COMMAND_PATH = (
     "retrieval/commands.py",
     "knowledge/review.py",
 )
-FORBIDDEN = {
-    "knowledge": {"pipeline", "retrieval", "wire_bridge"},
-    "pipeline": {"wire_bridge"},
-    "retrieval": {"wire_bridge"},
-}
+LINT_IMPORTS = str(Path(sys.executable).with_name("lint-imports"))
 
 
 def _imports(package: str) -> list[tuple[str, int, str, str | None]]:
@@ -45,14 +43,32 @@ def _imports(package: str) -> list[tuple[str, int, str, str | None]]:
     return found
 
 
-@pytest.mark.parametrize("package", sorted(FORBIDDEN))
-def test_a_layer_imports_no_layer_above_it(package):
-    crossing = [
-        f"{where}:{line}: {module}"
-        for where, line, module, _ in _imports(package)
-        if module.split(".")[0] in FORBIDDEN[package]
-    ]
-    assert not crossing, f"{package} must not import {sorted(FORBIDDEN[package])}:\n" + "\n".join(crossing)
+def _all_but_python(directory: str, names: list[str]) -> set[str]:
+    return {n for n in names if not n.endswith(".py") and not (Path(directory) / n).is_dir() or n == "__pycache__"}
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [LINT_IMPORTS, "--no-cache"], cwd=root, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_no_layer_imports_a_layer_above_it():
+    result = _lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def test_a_layer_climbing_back_up_breaks_the_contract(tmp_path):
+    """The same check on a copy of the tree where the ground imports the project: lint-imports fails."""
+    for package in PROJECT:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=_all_but_python)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    keys = tmp_path / "ground" / "keys.py"
+    keys.write_text(keys.read_text() + "\n\ndef _climb():\n    from jeeves import celery  # noqa\n")
+    result = _lint_imports(tmp_path)
+    assert result.returncode != 0
+    assert "BROKEN" in result.stdout and "ground.keys -> jeeves.celery" in result.stdout, result.stdout
 
 
 def test_the_command_path_imports_project_modules_by_their_names():

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from jeeves import keys
-from jeeves.redis import get_redis
+from ground import keys
+from ground.redis import get_redis
 from knowledge import channels, proactive, review
 from knowledge.models import ChannelState
 from pipeline import members

@@ -20,13 +20,13 @@ import dataclasses
 import json
 import logging
 
+from celery import current_app
 from django.conf import settings
 from redis.client import Pipeline
 
-from jeeves import keys
-from jeeves.celery import app as celery_app
-from jeeves.queues import LOW_PRIORITY, Queue
-from jeeves.redis import get_redis
+from ground import keys
+from ground.queues import LOW_PRIORITY, Queue
+from ground.redis import get_redis
 from knowledge import channels, forgetting, receipts
 from knowledge.models import ChannelConfig, MessageReceipt
 from pipeline import claimcheck, members, window
@@ -171,7 +171,7 @@ def _joins_pipeline(producer: object) -> bool:
         hasattr(producer, "_batch_local")
         and hasattr(channel, "create_publish_batch")
         and not getattr(channel, "global_keyprefix", "")
-        and celery_app.conf.broker_url == settings.REDIS_URL
+        and current_app.conf.broker_url == settings.REDIS_URL
     )
 
 
@@ -203,7 +203,7 @@ def _publish_classify(event: TextMessage, epoch: int, pipe: Pipeline, over_rate:
     # The arguments' representation (what Flower shows) is given: ids only, and Celery's own saferepr of
     # them cost about half of the publish's CPU on this hot path.
     options.update(kwargs=kwargs, expires=cfg.queue_ttl_s + cfg.clock_skew_s, argsrepr="()", kwargsrepr=repr(kwargs))
-    with celery_app.producer_or_acquire() as producer:
+    with current_app.producer_or_acquire() as producer:
         if not _joins_pipeline(producer):
             pipe.execute()
             classify_message.apply_async(producer=producer, **options)
@@ -387,7 +387,7 @@ def handle_message_deleted(event: MessageDeleted) -> str:
     claimcheck.discard(claimcheck.key_for(cid, event.message_id))
     if channels.get_channel(cid) is None:
         return "ignored"
-    celery_app.send_task(
+    current_app.send_task(
         "pipeline.tasks.forget_message",
         kwargs={"channel_id": cid, "wire_msg_id": event.message_id},
         queue=Queue.EXTRACT.value,

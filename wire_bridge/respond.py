@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import logging
 
-from jeeves import keys
-from jeeves.redis import get_redis
+from ground import keys
+from ground.redis import get_redis
 from knowledge import contradictions, review
 from pipeline import claimcheck
 from wire_bridge import replies

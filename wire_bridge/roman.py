@@ -16,8 +16,8 @@ from django.conf import settings
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from jeeves import keys
-from jeeves.redis import get_redis
+from ground import keys
+from ground.redis import get_redis
 from knowledge import channels
 from wire_bridge import auth, events
 from wire_bridge.inbound import Ident, MessageText, Name

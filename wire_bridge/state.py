@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.dispatch import receiver
 
-from jeeves import keys
-from jeeves.redis import get_redis
+from ground import keys
+from ground.redis import get_redis
 from knowledge import channels
 from knowledge.models import ChannelState
 from pipeline import window

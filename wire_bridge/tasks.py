@@ -17,7 +17,7 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
-from jeeves.queues import Queue
+from ground.queues import Queue
 from knowledge import channels
 from pipeline import claimcheck, members
 from wire_bridge import respond

@@ -20,7 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from pydantic import ValidationError
 
-from jeeves import logs, metrics
+from ground import logs, metrics
 from wire_bridge import ingest, roman, sidecar
 from wire_bridge.auth import bearer_ok
 from wire_bridge.events import Event

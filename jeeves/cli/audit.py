@@ -23,8 +23,8 @@ from django.core.management.base import CommandError
 from django.db.models import Count, Q
 from django.db.models.functions import Coalesce
 
-from jeeves import keys
-from jeeves.redis import get_redis
+from ground import keys
+from ground.redis import get_redis
 from knowledge.models import (
     Action,
     ChannelConfig,
@@ -212,7 +212,7 @@ def _family_keys(client: redis.Redis, family: keys.Family, channel_id: str | Non
 def _check_redis_keys(
     client: redis.Redis, report: Report, configs: dict[str, ChannelConfig], channel_id: str | None
 ) -> None:
-    """Every key family that may hold text (jeeves/keys.py: TEXT_FAMILIES) through its check; then consent."""
+    """Every key family that may hold text (ground/keys.py: TEXT_FAMILIES) through its check; then consent."""
     holding: set[str] = set()
     for family in keys.TEXT_FAMILIES:
         check = TEXT_CHECKS[family.name]
@@ -304,8 +304,8 @@ def _check_windows(
     return {family.channel_of(key) for key in found}
 
 
-# The check of each key family that may hold text, by family name: a family jeeves/keys.py marks as text
-# and that has no check here fails the audit's tests (tests/jeeves/test_keys.py).
+# The check of each key family that may hold text, by family name: a family ground/keys.py marks as text
+# and that has no check here fails the audit's tests (tests/ground/test_keys.py).
 TEXT_CHECKS = {keys.CLAIM_CHECK.name: _check_claim_checks, keys.WINDOW.name: _check_windows}
 
 

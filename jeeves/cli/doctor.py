@@ -121,7 +121,7 @@ def service_lines() -> list[Line]:
 def slot_lines() -> list[Line]:
     from django.conf import settings
 
-    from jeeves.config import LOCAL_MODEL, SLOTS
+    from ground.config import LOCAL_MODEL, SLOTS
 
     cfg = settings.JEEVES
     lines = []
@@ -138,8 +138,8 @@ def slot_lines() -> list[Line]:
 
 
 def queue_lines() -> list[Line]:
-    from jeeves.queues import Queue
-    from jeeves.redis import get_redis
+    from ground.queues import Queue
+    from ground.redis import get_redis
 
     try:
         pipe = get_redis().pipeline()

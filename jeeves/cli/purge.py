@@ -59,7 +59,7 @@ def run(options: dict[str, Any], command: Any) -> None:
 
 def _forget_in_memory(options: dict[str, Any]) -> None:
     """Redis holds no history, but the window, claim checks and member cache may name them for minutes."""
-    from jeeves.redis import forget_channel_keys
+    from ground.redis import forget_channel_keys
     from pipeline import members, window
 
     if options["channel"]:

@@ -67,7 +67,7 @@ def run(options: dict[str, Any], command: Any) -> None:
 
 
 def _reset(channel_id: str) -> None:
-    from jeeves.redis import forget_channel_keys
+    from ground.redis import forget_channel_keys
     from knowledge import forgetting
 
     # Every table, and every Redis key naming the channel (window, text, members, extraction locks,
@@ -192,8 +192,8 @@ def _busy(channel_id: str) -> int:
 
 
 def _queues_empty() -> bool:
-    from jeeves.queues import queue_lists
-    from jeeves.redis import get_redis
+    from ground.queues import queue_lists
+    from ground.redis import get_redis
 
     client = get_redis()
     return all(client.llen(name) == 0 for q in _QUEUES for name in queue_lists(q))

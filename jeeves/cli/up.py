@@ -19,8 +19,8 @@ from typing import Any
 
 from django.conf import settings
 
+from ground.queues import Queue
 from jeeves import embedded
-from jeeves.queues import Queue
 
 help = "Run Jeeves: embedded Postgres/Valkey when unconfigured, migrate, web + workers + beat + flower."
 
@@ -97,7 +97,7 @@ def run(options: dict[str, Any], command) -> None:
         embedded.ensure_database(admin_url, embedded.DATABASE_NAME)
         env["DATABASE_URL"] = admin_url.rsplit("/", 1)[0] + f"/{embedded.DATABASE_NAME}"
 
-    # Metrics of this run (jeeves/metrics.py): every process writes its own files here, /metrics sums them.
+    # Metrics of this run (ground/metrics.py): every process writes its own files here, /metrics sums them.
     # Emptied at each start: a counter starts from zero with the processes that count it.
     metrics_dir = data_root / "metrics"
     shutil.rmtree(metrics_dir, ignore_errors=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from jeeves import keys
+from ground import keys
 from tests.chaos import harness
 from tests.conftest import ROOT
 

@@ -205,7 +205,7 @@ def serving(settings: Any, models: dict[str, str], **config: Any) -> Iterator[Fa
     pointed at it; `config` overrides other JeevesConfig fields."""
     from django.test import override_settings
 
-    from jeeves.config import SlotConfig
+    from ground.config import SlotConfig
     from pipeline import llm
 
     server = FakeOpenAI().start()

@@ -13,8 +13,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from jeeves import keys
-from jeeves.redis import get_redis
+from ground import keys
+from ground.redis import get_redis
 from knowledge import counters, receipts, records, sources
 from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, MessageReceipt
 from pipeline import claimcheck, window

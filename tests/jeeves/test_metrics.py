@@ -35,7 +35,7 @@ def _families(text: str) -> dict[str, list]:
 def test_metrics_answer_200_with_redis_down_depths_nan_and_up_zero(client, settings):
     import math
 
-    from jeeves.redis import get_redis
+    from ground.redis import get_redis
     from tests.conftest import free_port
 
     with override_settings(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"):  # nothing listens there
@@ -58,7 +58,7 @@ def test_metrics_answer_200_with_redis_down_depths_nan_and_up_zero(client, setti
 def test_metrics_report_clock_offsets_and_tasks_put_back(client, settings, redis_client):
     """Each worker's sweeper records its clock's offset to Redis'; /metrics exports them, the web's own, and
     how many tasks sweepers put back; a process over JEEVES_CLOCK_SKEW_S is logged."""
-    from jeeves import keys
+    from ground import keys
     from pipeline import liveness
 
     offset = liveness.measure_clock()

@@ -35,8 +35,8 @@ ENV = {
 
 
 def _switch_redis(url: str) -> None:
+    from ground.redis import get_redis
     from jeeves.celery import app
-    from jeeves.redis import get_redis
 
     django_settings.REDIS_URL = url
     django_settings.CELERY_BROKER_URL = url

@@ -49,7 +49,7 @@ def test_doctor_is_all_ok_on_a_healthy_system_and_masks_secrets(settings):
 
 
 def test_doctor_names_each_problem_with_a_hint(settings):
-    from jeeves.redis import get_redis
+    from ground.redis import get_redis
 
     cfg = dataclasses.replace(settings.JEEVES, wire_sidecar_url=f"http://127.0.0.1:{free_port()}", roman_url="")
     with override_settings(JEEVES=cfg, REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"):

@@ -8,7 +8,7 @@ import sys
 
 import yaml
 
-from jeeves.config import SLOTS
+from ground.config import SLOTS
 from tests.conftest import ROOT
 
 
@@ -18,7 +18,7 @@ def _documented() -> set[str]:
 
 
 def test_env_example_documents_every_variable_settings_read():
-    source = (ROOT / "jeeves" / "config.py").read_text() + (ROOT / "jeeves" / "settings.py").read_text()
+    source = (ROOT / "ground" / "config.py").read_text() + (ROOT / "jeeves" / "settings.py").read_text()
     read = set(re.findall(r'"((?:JEEVES|DJANGO)_[A-Z0-9_]+)"', source)) | {"DATABASE_URL", "REDIS_URL", "ALLOWED_HOSTS"}
     read |= {f"JEEVES_{kind}_{slot.upper()}" for kind in ("MODEL", "FALLBACK") for slot in SLOTS}
     missing = read - _documented()

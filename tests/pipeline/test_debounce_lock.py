@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from jeeves import keys
-from jeeves.redis import get_redis
+from ground import keys
+from ground.redis import get_redis
 from pipeline import debounce, liveness
 from tests.conftest import wait_for
 

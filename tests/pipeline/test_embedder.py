@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from jeeves.config import SlotConfig
+from ground.config import SlotConfig
 from pipeline import embedder
 
 

@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from jeeves.config import SlotConfig
-from jeeves.queues import Queue
+from ground.config import SlotConfig
+from ground.queues import Queue
 from knowledge import forgetting, receipts, verbatim
 from knowledge.models import Action, ChannelConfig, ConversationSignal, Decision, Embedding, Entity, MessageReceipt
 from pipeline import claimcheck, classify, debounce, embed, embedder, extract, llm, members, offline, window

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 
-from jeeves import keys
+from ground import keys
 from pipeline import liveness
 from tests.chaos.harness import PrivateRedis
 

@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from jeeves.config import SlotConfig
+from ground.config import SlotConfig
 from knowledge import channels, receipts, verbatim
 from knowledge.models import ChannelConfig, ConversationSignal, Decision, Entity, LlmCall
 from pipeline import classify, debounce, extract, llm, members, window

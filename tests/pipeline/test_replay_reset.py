@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from jeeves import keys as key_families
+from ground import keys as key_families
 from jeeves.cli import replay
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from jeeves import keys
+from ground import keys
 from jeeves.celery import app as celery_app
 from knowledge.models import ChannelConfig
 from pipeline import debounce

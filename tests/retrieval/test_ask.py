@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from jeeves.config import SlotConfig
+from ground.config import SlotConfig
 from knowledge.models import LlmCall
 from pipeline import embedder
 from retrieval.answer import CONTRADICTION, NO_RECORD

@@ -22,7 +22,7 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jeeves.redis import get_redis
+from ground.redis import get_redis
 from knowledge.models import (
     Action,
     ChannelConfig,

@@ -41,15 +41,15 @@ def wire_settings() -> Iterator[None]:
 def drain_queues(redis_url: str) -> Iterator[None]:
     """Drop the tasks a test published for channels its transaction rolls back, so no later worker chews on them."""
     yield
-    from jeeves.queues import queue_lists
+    from ground.queues import queue_lists
 
     names = [n for q in ("classify", "respond", "extract", "embed", "summarise") for n in queue_lists(q)]
     redis.Redis.from_url(redis_url).delete(*names)
 
 
 def _switch_redis(url: str) -> None:
+    from ground.redis import get_redis
     from jeeves.celery import app
-    from jeeves.redis import get_redis
 
     django_settings.REDIS_URL = url
     django_settings.CELERY_BROKER_URL = url

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from jeeves.config import ConfigError, load
+from ground.config import ConfigError, load
 from knowledge import channels
 from knowledge.models import RomanBot
 from tests.wire_bridge.conftest import wire_config

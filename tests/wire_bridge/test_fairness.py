@@ -17,8 +17,8 @@ import redis
 from django.conf import settings
 from django.test import override_settings
 
-from jeeves import keys
-from jeeves.queues import LOW_PRIORITY, queue_lists
+from ground import keys
+from ground.queues import LOW_PRIORITY, queue_lists
 from knowledge.models import ChannelConfig
 from pipeline import members
 from tests.fakes.wire import qid, sidecar_app_added, sidecar_text

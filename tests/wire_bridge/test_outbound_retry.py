@@ -14,7 +14,7 @@ import redis
 from django.conf import settings as django_settings
 from django.test import override_settings
 
-from jeeves import keys
+from ground import keys
 from knowledge import channels
 from pipeline import claimcheck
 from tests.conftest import WorkerProcess, service_env, wait_for

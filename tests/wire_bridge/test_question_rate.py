@@ -8,7 +8,7 @@ import uuid
 import pytest
 from django.test import override_settings
 
-from jeeves import keys
+from ground import keys
 from tests.wire_bridge.conftest import wire_config
 from wire_bridge import replies
 from wire_bridge.commands import Command, Kind

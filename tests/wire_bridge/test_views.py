@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jeeves import logs
+from ground import logs
 from tests.fakes.wire import sidecar_app_added, sidecar_text
 from tests.wire_bridge.conftest import APP_ID, ROMAN_SECRET, WIRE_SECRET
 from wire_bridge.events import QualifiedId

@@ -1,4 +1,4 @@
-"""The table of Redis key families (jeeves/keys.py), without Redis: every family is named, bounded in time or
+"""The table of Redis key families (ground/keys.py), without Redis: every family is named, bounded in time or
 says why not, keeps the key strings data already in Redis was written under, and is the only place a
 `jeeves:` key is spelled."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jeeves import keys
+from ground import keys
 from jeeves.cli import audit
 from tests.conftest import ROOT
 
@@ -127,9 +127,9 @@ def _key_literals(path: Path) -> list[str]:
 
 
 def test_no_module_but_the_key_table_spells_a_jeeves_key():
-    """Docstrings and comments may name keys; code builds them through jeeves/keys.py."""
+    """Docstrings and comments may name keys; code builds them through ground/keys.py."""
     modules = [p for p in ROOT.rglob("*.py") if not _SKIP & set(p.relative_to(ROOT).parts[:-1])]
     assert len(modules) > 50 and ROOT / "pipeline" / "window.py" in modules
-    found = [hit for p in modules if p != ROOT / "jeeves" / "keys.py" for hit in _key_literals(p)]
+    found = [hit for p in modules if p != ROOT / "ground" / "keys.py" for hit in _key_literals(p)]
     assert found == []
-    assert _key_literals(ROOT / "jeeves" / "keys.py")  # the check sees literals where they are
+    assert _key_literals(ROOT / "ground" / "keys.py")  # the check sees literals where they are

@@ -15,7 +15,7 @@ from django.conf import settings
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from jeeves import keys
+from ground import keys
 
 
 @lru_cache(maxsize=1)

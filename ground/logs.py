@@ -143,12 +143,12 @@ def config(fmt: str, level: str) -> dict[str, object]:
         "version": 1,
         "disable_existing_loggers": False,
         "filters": {
-            "context": {"()": "jeeves.logs.AddContext"},
-            "drop_text": {"()": "jeeves.logs.DropText"},
+            "context": {"()": "ground.logs.AddContext"},
+            "drop_text": {"()": "ground.logs.DropText"},
         },
         "formatters": {
-            "json": {"()": "jeeves.logs.JsonFormatter"},
-            "text": {"()": "jeeves.logs.TextFormatter"},
+            "json": {"()": "ground.logs.JsonFormatter"},
+            "text": {"()": "ground.logs.TextFormatter"},
         },
         "handlers": {
             "console": {

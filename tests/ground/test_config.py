@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jeeves.config import ConfigError, load
+from ground.config import ConfigError, load
 from tests.conftest import ROOT
 
 

@@ -1,4 +1,4 @@
-"""Logs as data (jeeves/logs.py): JSON lines with the context fields, a readable line in development, and the
+"""Logs as data (ground/logs.py): JSON lines with the context fields, a readable line in development, and the
 filter that drops known text-bearing fields whatever a caller passed."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 
-from jeeves import logs
+from ground import logs
 
 CANARY = "canary-5d1e9a"
 
