@@ -63,40 +63,55 @@ def upsert_entity(
         match = _alias_match(same_kind, forms)
     if match is None and vector is not None:
         match = _nearest_entity(channel.organisation_id, entity_type, vector, unembedded or {})
-    if match is not None:
-        new_aliases = [a for a in [name, *aliases] if normalise_name(a) != match.normalised_name]
-        match.aliases = list(dict.fromkeys([*match.aliases, *new_aliases]))[:20]
-        match.channel_ids = list(dict.fromkeys([*match.channel_ids, channel.channel_id]))
-        counted = _new_mention(match, channel, run_key, mention_ids, seen_at)
-        if counted:
-            # Added in the UPDATE itself: concurrent runs mentioning the entity each count.
-            match.mention_count = F("mention_count") + 1
-        if match.last_mentioned is None or seen_at > match.last_mentioned:
-            match.last_mentioned = seen_at
-        match.save(update_fields=["aliases", "channel_ids", "mention_count", "last_mentioned"])
-        if counted:
-            match.refresh_from_db(fields=["mention_count"])
-        return Written(match, False)
-    try:
-        with transaction.atomic():
-            entity = Entity.objects.create(
-                channel=channel,
-                channel_ids=[channel.channel_id],
-                organisation_id=channel.organisation_id,
-                entity_type=entity_type,
-                name=name,
-                normalised_name=norm,
-                aliases=new_entity_aliases(name, aliases),
-                first_seen=seen_at,
-                last_mentioned=seen_at,
+    if match is None:
+        try:
+            with transaction.atomic():
+                entity = Entity.objects.create(
+                    channel=channel,
+                    channel_ids=[channel.channel_id],
+                    organisation_id=channel.organisation_id,
+                    entity_type=entity_type,
+                    name=name,
+                    normalised_name=norm,
+                    aliases=new_entity_aliases(name, aliases),
+                    first_seen=seen_at,
+                    last_mentioned=seen_at,
+                )
+                _new_mention(entity, channel, run_key, mention_ids, seen_at)
+            return Written(entity, True)
+        except IntegrityError:  # a concurrent run inserted it first: merge into that row
+            match = Entity.objects.get(
+                organisation_id=channel.organisation_id, entity_type=entity_type, normalised_name=norm, deleted=False
             )
-            _new_mention(entity, channel, run_key, mention_ids, seen_at)
-    except IntegrityError:
-        entity = Entity.objects.get(
-            organisation_id=channel.organisation_id, entity_type=entity_type, normalised_name=norm, deleted=False
-        )
-        return Written(entity, False)
-    return Written(entity, True)
+    return Written(_merge(match.pk, channel, [name, *aliases], run_key, mention_ids, seen_at), False)
+
+
+def _merge(
+    pk: uuid.UUID,
+    channel: ChannelConfig,
+    names: Sequence[str],
+    run_key: str | None,
+    mention_ids: Sequence[str],
+    seen_at: datetime,
+) -> Entity:
+    """Merge one run's names, channel and mention into the entity `pk`, under its row lock: the aliases and
+    channels are read after any concurrent merge committed, so none is lost (the match above was read
+    without a lock). FOR NO KEY UPDATE, the lock the UPDATE takes anyway: inserts referring to the entity
+    (mentions, relationships) are not blocked."""
+    with transaction.atomic():
+        entity = Entity.objects.select_for_update(no_key=True).get(pk=pk)
+        new_aliases = [a for a in names if normalise_name(a) != entity.normalised_name]
+        entity.aliases = list(dict.fromkeys([*entity.aliases, *new_aliases]))[:20]
+        entity.channel_ids = list(dict.fromkeys([*entity.channel_ids, channel.channel_id]))
+        counted = _new_mention(entity, channel, run_key, mention_ids, seen_at)
+        if counted:
+            entity.mention_count = F("mention_count") + 1
+        if entity.last_mentioned is None or seen_at > entity.last_mentioned:
+            entity.last_mentioned = seen_at
+        entity.save(update_fields=["aliases", "channel_ids", "mention_count", "last_mentioned"])
+    if counted:
+        entity.refresh_from_db(fields=["mention_count"])
+    return entity
 
 
 def entity_fields(name: str, aliases: Sequence[str], sources_text: Sequence[str]) -> tuple[str, list[str]]:
@@ -130,7 +145,7 @@ def _alias_match(same_kind, forms: set[str]) -> Entity | None:
     # Aliases are stored as written ("Billing Worker"); compare their normalised forms.
     for entity in same_kind.exclude(aliases=[]).only("id", "aliases", "normalised_name")[:500]:
         if forms & {normalise_name(a) for a in entity.aliases}:
-            return Entity.objects.get(pk=entity.pk)
+            return entity  # its pk is all _merge needs
     return None
 
 
@@ -162,22 +177,28 @@ def upsert_relationship(
     were already counted (a redelivered run)."""
     context = guard_text(context, sources_text)
     for attempt in range(2):
-        existing = EntityRelationship.objects.filter(source=source, target=target, relationship=relationship).first()
-        if existing is not None:
-            new_ids = set(ids_of(ref)) - set(ids_of(existing.source_ref))
-            observed = bool(new_ids or not ids_of(ref))
-            if observed:
-                existing.observation_count = F("observation_count") + 1  # in the UPDATE: concurrent runs each count
-            existing.source_ref = merge_source_refs(existing.source_ref or {}, ref)
-            existing.channel_ids = list(dict.fromkeys([*existing.channel_ids, channel.channel_id]))
-            existing.last_observed = max(filter(None, [existing.last_observed, observed_at]))
-            existing.confidence = max(existing.confidence, confidence)
-            existing.save(
-                update_fields=["observation_count", "source_ref", "channel_ids", "last_observed", "confidence"]
+        with transaction.atomic():
+            # Locked like an entity's merge: a concurrent run's source ids are read once it committed.
+            existing = (
+                EntityRelationship.objects.select_for_update(no_key=True)
+                .filter(source=source, target=target, relationship=relationship)
+                .first()
             )
-            if observed:
-                existing.refresh_from_db(fields=["observation_count"])
-            return Written(existing, False)
+            if existing is not None:
+                new_ids = set(ids_of(ref)) - set(ids_of(existing.source_ref))
+                observed = bool(new_ids or not ids_of(ref))
+                if observed:
+                    existing.observation_count = F("observation_count") + 1  # in the UPDATE: concurrent runs each count
+                existing.source_ref = merge_source_refs(existing.source_ref or {}, ref)
+                existing.channel_ids = list(dict.fromkeys([*existing.channel_ids, channel.channel_id]))
+                existing.last_observed = max(filter(None, [existing.last_observed, observed_at]))
+                existing.confidence = max(existing.confidence, confidence)
+                existing.save(
+                    update_fields=["observation_count", "source_ref", "channel_ids", "last_observed", "confidence"]
+                )
+                if observed:
+                    existing.refresh_from_db(fields=["observation_count"])
+                return Written(existing, False)
         try:
             with transaction.atomic():
                 created = EntityRelationship.objects.create(

@@ -3,10 +3,12 @@ per run, and exactly under concurrent runs."""
 
 from __future__ import annotations
 
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from knowledge import entities, sources
 from knowledge.models import ChannelConfig, Entity, EntityRelationship
@@ -66,3 +68,65 @@ def test_mentions_and_observations_are_exact_when_counted_concurrently():
         list(pool.map(run, range(runs)))
     assert Entity.objects.get(pk=dst.pk).mention_count == 1 + runs
     assert EntityRelationship.objects.get(source=src, target=dst).observation_count == runs
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_merge_waiting_on_another_keeps_both_aliases():
+    """Two runs merge an alias into one entity at once. The first holds its transaction open; the second,
+    on its own connection, must wait for it and merge into what it committed (row lock), not overwrite it
+    with the aliases it read before."""
+    channel = ChannelConfig.objects.create(channel_id="c-alias@wire.example", organisation_id="wire.example")
+    entity = entities.upsert_entity(channel, name="Retry Migration", entity_type="project", seen_at=T0).record
+    first_merged, second_started = threading.Event(), threading.Event()
+    release = threading.Event()
+
+    def first():
+        try:
+            with transaction.atomic():
+                entities.upsert_entity(
+                    channel, name="Retry Migration", aliases=["the retry work"], entity_type="project", seen_at=T0
+                )
+                first_merged.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    def second():
+        try:
+            first_merged.wait(10)
+            second_started.set()
+            entities.upsert_entity(
+                channel, name="Retry Migration", aliases=["payment retries"], entity_type="project", seen_at=T0
+            )
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    second_started.wait(10)
+    time.sleep(0.5)  # the second run has read (or is waiting to read) the entity while the first is open
+    release.set()
+    for thread in threads:
+        thread.join(20)
+    assert set(Entity.objects.get(pk=entity.pk).aliases) == {"the retry work", "payment retries"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_merges_into_one_entity_lose_no_alias():
+    channel = ChannelConfig.objects.create(channel_id="c-aliases@wire.example", organisation_id="wire.example")
+    entity = entities.upsert_entity(channel, name="Billing Worker", entity_type="component", seen_at=T0).record
+    start = threading.Barrier(8)
+
+    def merge(n):
+        try:
+            start.wait(10)
+            entities.upsert_entity(
+                channel, name="Billing Worker", aliases=[f"worker {n}"], entity_type="component", seen_at=T0
+            )
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(merge, range(8)))
+    assert set(Entity.objects.get(pk=entity.pk).aliases) == {f"worker {n}" for n in range(8)}
