@@ -108,10 +108,14 @@ def _decisions(w: _Window) -> list[_Record]:
             if near and w.cosine(i, last.anchor) >= params["join_cosine"]:
                 last.evidence.append(i)  # the same decision said again (an amendment, a confirmation)
                 continue
-            record = _Record("decision", [i])
             content = restate.content_words(w.msgs[i].text)
             if len(content) < 4 and i > 0 and w.msgs[i - 1].author_id != w.msgs[i].author_id:
-                record.proposal = i - 1  # "agreed, do it": what was agreed is the message it answers
+                if last is not None and i - 1 == last.anchor and last.proposal is None:
+                    last.evidence.append(i)  # agreeing to a decision already on record: its evidence
+                    continue
+                record = _Record("decision", [i], proposal=i - 1)  # "agreed": what was agreed is the message before
+            else:
+                record = _Record("decision", [i])
             records.append(record)
         elif near and w.scored.over("decision_ev", i):
             last.evidence.append(i)

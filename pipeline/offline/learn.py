@@ -3,8 +3,9 @@
 Labels come from the gold of `evalsets/train` only:
 - Tier 1: the eight categories of each message (`gold.categories`);
 - Tier 2: `decision_ev` / `action_ev` (the message is evidence of a gold decision / action),
-  `action_anchor` (it is an action's first evidence), and `owner_is_author` (a message naming another member opens an action its own author owns), fitted on
-  the first evidence messages of gold actions that name someone.
+  `action_anchor` (it is an action's first evidence), and `owner_is_author` (a message naming another
+  member opens an action its own author owns), fitted on the first evidence messages of gold actions
+  that name someone.
 Each head is an L2 logistic regression (liblinear, fixed C) over `features.matrix`; its threshold is
 the best-F1 threshold of out-of-fold probabilities (5 folds grouped by conversation). How far below
 that threshold an anchor may still open a record is chosen by replaying train with the fold engines

@@ -143,6 +143,20 @@ def test_a_clear_decision_is_a_decision_restated_not_copied() -> None:
     assert 0.0 < decision.confidence < 1.0  # a probability, not a constant
 
 
+def test_agreeing_to_a_decision_joins_it_instead_of_repeating_it() -> None:
+    msgs = window(
+        (BEN, "which database for the ledger service, postgres or the document store?"),
+        (CARA, "postgres gets my vote, we need the transactions"),
+        (ANA, "agreed, let's go with Postgres for the ledger service. We also keep the nightly export."),
+        (BEN, "works for me"),
+    )
+    decisions = extract(msgs, CTX).decisions
+    on_m3 = [d for d in decisions if "m3" in d.source_msg_ids]
+    assert len(on_m3) == 1, decisions
+    assert "m4" in on_m3[0].source_msg_ids
+    assert "postgres" in on_m3[0].summary.lower()
+
+
 def test_chit_chat_gives_no_records_and_no_signals() -> None:
     msgs = window(
         (ANA, "morning all"),
