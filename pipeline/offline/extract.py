@@ -255,6 +255,8 @@ def _action_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
         text = restate.sentence(task)  # "Wendell is happy presenting it": not a "to do" form
     elif task and _NEGATED.match(task):
         text = restate.sentence(f"{owner} {task}")  # "Wendell can't sign it off", never "Wendell to can't …"
+    elif task and not restate.starts_with_verb(task) and restate.fit(restate.sentence(task), sources):
+        text = restate.sentence(task)  # "New date: the launch moves …", never "Wendell to new date: …"
     else:
         text = restate.sentence(f"{owner} to {task}" if task else f"{owner} to follow up on {actor}'s request")
     return restate.fit(text, sources), sources

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from lemminflect import getLemma
+from lemminflect import getAllLemmas, getLemma
 
 from knowledge.verbatim import MAX_RUN, kept_share, longest_common_run, words
 
@@ -256,6 +256,17 @@ def base_form(phrase: str) -> str:
         if lemmas and lemmas[0] != word:
             return f"{lemmas[0]} {rest}".strip()
     return phrase
+
+
+def starts_with_verb(phrase: str) -> bool:
+    """Does `phrase` open on a verb in its base form ("send the deck", not "new date: …" or "is done"),
+    by lemminflect's dictionary: only such a phrase reads after "to"."""
+    first = phrase.split(" ", 1)[0].strip(",;:.!?").casefold()
+    if not first.isalpha():
+        return False
+    lemmas = getAllLemmas(first)
+    forms = lemmas.get("VERB", ()) + lemmas.get("AUX", ())
+    return first in forms
 
 
 def _trim(tokens: list[str]) -> list[str]:

@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import pytest
+
 from knowledge.verbatim import longest_common_run
-from pipeline.offline.restate import MAX_SHARE, base_form, fit, guard, kept_share, normal_form, sentence, task
+from pipeline.offline.restate import (
+    MAX_SHARE,
+    base_form,
+    fit,
+    guard,
+    kept_share,
+    normal_form,
+    sentence,
+    starts_with_verb,
+    task,
+)
 
 SOURCE = "right, we keep nightly snapshots for thirty days in cold storage, weekly ones for a year. objections?"
 
@@ -79,3 +91,20 @@ def test_i_am_is_a_commitment_only_before_a_verb() -> None:
     assert task("I'm drafting the rota for next month", "Dana", "Dana").startswith("draft the rota")
     assert task("I'm happy presenting the rota to the partners", "Dana", "Dana").startswith("Dana is happy")
     assert fit("Dana to rebook the venue, ideally", ["unrelated words here"]) == "Dana to rebook the venue."
+
+
+@pytest.mark.parametrize(
+    ("phrase", "reads_after_to"),
+    [
+        ("renew the staging certificate", True),
+        ("double check the invoice totals", True),
+        ("own the vendor shortlist", True),
+        ("fresh numbers: we are two desks short", False),
+        ("perhaps swap the banner artwork", False),
+        ("is finished already", False),
+        ("42 seats booked", False),
+    ],
+)
+def test_only_a_phrase_opening_on_a_base_form_verb_is_said_as_a_task(phrase: str, reads_after_to: bool) -> None:
+    # An action whose message is no request ("fresh numbers: …") is stored as said, not as "Ana to fresh numbers".
+    assert starts_with_verb(phrase) is reads_after_to
