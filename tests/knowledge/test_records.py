@@ -4,6 +4,7 @@ knowledge/embeddings.py: one vector per record."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -98,6 +99,27 @@ def test_an_action_continued_by_a_completion_message_is_updated_not_duplicated(c
     assert not done.created
     action = Action.objects.get()
     assert action.status == "done" and action.source_ref["wire_msg_ids"] == ["m018", "m027"]
+
+
+def test_a_completion_is_dated_by_the_message_that_reports_it(channel):
+    # A backlog replayed (or a worker that was busy) must not date last month's "done" today.
+    reported = T0 + timedelta(days=2, hours=3)
+    common = dict(owner_id="u1@wire.example", owner_name="Tom", deadline=None, confidence=0.8, sources_text=[])
+    records.record_action(
+        channel, description="Tom archives the old dashboards.", status="open",
+        source=sources.source_ref([("m101", T0)]), key="act:c:0", **common,
+    )  # fmt: skip
+    records.record_action(
+        channel, description="Tom archived the old dashboards.", status="done",
+        source=sources.source_ref([("m101", T0), ("m109", reported)]), key="act:d:0", continues_ids=["m101"],
+        **common,
+    )  # fmt: skip
+    born_done = records.record_action(
+        channel, description="Tom renewed the domain.", status="done",
+        source=sources.source_ref([("m120", T0), ("m121", reported)]), key="act:e:0", **common,
+    )  # fmt: skip
+    assert Action.objects.get(source_key="act:c:0").completed_at == reported
+    assert born_done.record.completed_at == reported
 
 
 def test_embeddings_are_idempotent_per_record(channel, settings):
