@@ -21,9 +21,6 @@ TIME_LIMITS: dict[Queue, int] = {
     Queue.SUMMARISE: 600,
 }
 
-# Queues whose tasks call a model: one message at a time per worker process.
-LLM_QUEUES: frozenset[Queue] = frozenset({Queue.CLASSIFY, Queue.EXTRACT, Queue.RESPOND, Queue.SUMMARISE})
-
 
 # Redis keeps a queue's messages of each priority step in a list of its own (kombu's default steps, 0 first);
 # a message over its channel's rate is published at the lowest (wire_bridge/ingest.py).
