@@ -29,13 +29,16 @@ SECRETS = {
 SERVICES = {
     "web": [sys.executable, "-c", "import jeeves.wsgi"],
     "a worker": [sys.executable, "-m", "celery", "-A", "jeeves", "worker", "--pool", "solo", "-Q", "respond"],
-    "beat": [sys.executable, "-m", "celery", "-A", "jeeves", "beat", "--schedule", "/dev/null"],
+    # Beat opens its schedule file before it refuses; an unreadable one it deletes and makes anew (as root,
+    # /dev/null would become a plain file), so it gets one of its own under the test's tmp_path.
+    "beat": [sys.executable, "-m", "celery", "-A", "jeeves", "beat", "--schedule", "{tmp}/beat-schedule"],
     "flower": [sys.executable, "-m", "celery", "-A", "jeeves", "flower", "--port=1"],
 }
 
 
 def _run(argv: list[str], env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**env, "JEEVES_DATA_DIR": str(tmp_path / "data")}
+    argv = [word.replace("{tmp}", str(tmp_path)) for word in argv]
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
