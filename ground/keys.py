@@ -7,7 +7,7 @@ hold text (`TEXT_FAMILIES`). The key strings are what they were before this tabl
 Redis is still found.
 
 This module imports nothing of Jeeves' own (settings are read when a TTL is asked for), so every layer
-(pipeline, retrieval, knowledge, wire_bridge, jeeves.cli) may import it.
+(pipeline, retrieval, knowledge, wire_bridge, the jeeves commands) may import it.
 
 Not in the table: Celery's own keys on the broker (the queues, kombu's `unacked` and `unacked_index`,
 read by pipeline/liveness.py), which hold task ids and arguments (ids only, never text).

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ground import keys
-from jeeves.cli import audit
+from jeeves.management.commands import jeeves_audit as audit
 from tests.conftest import ROOT
 
 CH = "c0ffee00-0000-4000-8000-000000000001@wire.example"

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from jeeves.cli import bench
+from jeeves.management.commands import jeeves_bench as bench
 from tests.conftest import ROOT
 
 ECHO = '''"""Echo benchmark: prints its arguments.

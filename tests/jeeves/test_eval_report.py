@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jeeves.cli import eval as eval_cli
+from jeeves.management.commands import jeeves_eval as eval_cli
 
 
 def _conv(cid: str, categories: dict, decisions: list, contradictions: list, ignored: list) -> dict:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from jeeves.cli import replay
+from jeeves.management.commands import jeeves_replay as replay
 from knowledge import channels, contradictions, receipts, review, sources
 from knowledge.models import (
     ChannelConfig,

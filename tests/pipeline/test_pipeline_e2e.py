@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 
-from jeeves.cli import eval as eval_cli
+from jeeves.management.commands import jeeves_eval as eval_cli
 from knowledge import receipts, verbatim
 from knowledge.models import ChannelConfig, MessageReceipt, PipelineCounter
 from pipeline import claimcheck

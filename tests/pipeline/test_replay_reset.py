@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ground import keys as key_families
-from jeeves.cli import replay
+from jeeves.management.commands import jeeves_replay as replay
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ import shutil
 import pytest
 from django.core.management import call_command
 
-from jeeves.cli import replay
+from jeeves.management.commands import jeeves_replay as replay
 from knowledge.models import ChannelConfig, Decision
 from pipeline import embed
 from tests.pipeline import evalset

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-help = "Check configuration (secrets masked), services, migrations, model slots and queue depths: ok/problem/hint."
+from django.core.management.base import BaseCommand
 
 # A queue deeper than this is worth a look: its workers are behind.
 DEEP_QUEUE = 500
@@ -24,10 +24,6 @@ class Line:
     status: str  # ok | problem
     detail: str
     hint: str = ""
-
-
-def add_arguments(parser: Any) -> None:
-    parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
 
 
 def mask_url(url: str) -> str:
@@ -159,18 +155,25 @@ def diagnose() -> list[Line]:
     return [*config_lines(), *service_lines(), *slot_lines(), *queue_lines()]
 
 
-def run(options: dict[str, Any], command: Any) -> None:
-    lines = diagnose()
-    problems = sum(line.status == "problem" for line in lines)
-    if options["json"]:
-        command.stdout.write(json.dumps({"problems": problems, "lines": [asdict(line) for line in lines]}))
-    else:
-        width = max(len(line.check) for line in lines)
-        for line in lines:
-            text = f"{line.status:<8} {line.check:<{width}}  {line.detail}"
-            if line.status != "ok" and line.hint:
-                text += f"\n{'':<8} {'':<{width}}  hint: {line.hint}"
-            command.stdout.write(text)
-        command.stdout.write(f"{problems} problem(s)" if problems else "all ok")
-    if problems:
-        raise SystemExit(1)
+class Command(BaseCommand):
+    help = "Check configuration (secrets masked), services, migrations, model slots and queue depths: ok/problem/hint."
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        lines = diagnose()
+        problems = sum(line.status == "problem" for line in lines)
+        if options["json"]:
+            self.stdout.write(json.dumps({"problems": problems, "lines": [asdict(line) for line in lines]}))
+        else:
+            width = max(len(line.check) for line in lines)
+            for line in lines:
+                text = f"{line.status:<8} {line.check:<{width}}  {line.detail}"
+                if line.status != "ok" and line.hint:
+                    text += f"\n{'':<8} {'':<{width}}  hint: {line.hint}"
+                self.stdout.write(text)
+            self.stdout.write(f"{problems} problem(s)" if problems else "all ok")
+        if problems:
+            raise SystemExit(1)

@@ -15,21 +15,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import CommandError
+from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
-
-help = "Replay evalset conversation file(s) through the bridge at --url and print what Jeeves extracted."
 
 _BUSY = ("queued", "pending_extract")
 _QUEUES = ("classify", "extract", "embed")
 
 
-def add_arguments(parser: Any) -> None:
+def add_conversation_arguments(parser: Any) -> None:
+    """PATH and --url, as `replay` and `eval` take them."""
     parser.add_argument("path", help="a conversation file in the evalset format, or a folder of them")
     parser.add_argument("--url", default="http://127.0.0.1:8000", help="the Jeeves web server (default: %(default)s)")
-    parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the pipeline to drain")
-    parser.add_argument("--reset", action="store_true", help="forget what Jeeves knows of the channel first")
 
 
 def conversation_files(path: Path) -> list[Path]:
@@ -44,26 +40,36 @@ def conversation_files(path: Path) -> list[Path]:
     return found
 
 
-def run(options: dict[str, Any], command: Any) -> None:
-    from django.conf import settings
+class Command(BaseCommand):
+    help = "Replay evalset conversation file(s) through the bridge at --url and print what Jeeves extracted."
+    requires_system_checks: list[str] = []
 
-    # Unset JEEVES_WIRE_SECRET / JEEVES_WIRE_APP_ID resolve to the same local values in the web
-    # server of `jeeves up` (settings keeps them under .jeeves/), so the replay needs no configuration.
-    cfg = settings.JEEVES
-    replayer = Replayer(options["url"], cfg.wire_secret, cfg.wire_app_id, options["timeout"], quiet=options["json"])
-    channels = []
-    for file in conversation_files(Path(options["path"])):
-        conv = json.loads(file.read_text(encoding="utf-8"))
-        if options["reset"]:
-            _reset(conv["channel"]["id"])
-        since = timezone.now()
-        stats = replayer.replay(conv)
-        channels.append(collect(conv["channel"]["id"], conv["id"], stats, since))
-    if options["json"]:
-        command.stdout.write(json.dumps({"channels": channels}, ensure_ascii=False, default=str))
-    else:
-        for channel in channels:
-            command.stdout.write(render(channel))
+    def add_arguments(self, parser: Any) -> None:
+        add_conversation_arguments(parser)
+        parser.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
+        parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the pipeline to drain")
+        parser.add_argument("--reset", action="store_true", help="forget what Jeeves knows of the channel first")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from django.conf import settings
+
+        # Unset JEEVES_WIRE_SECRET / JEEVES_WIRE_APP_ID resolve to the same local values in the web
+        # server of `jeeves up` (settings keeps them under .jeeves/), so the replay needs no configuration.
+        cfg = settings.JEEVES
+        replayer = Replayer(options["url"], cfg.wire_secret, cfg.wire_app_id, options["timeout"], quiet=options["json"])
+        channels = []
+        for file in conversation_files(Path(options["path"])):
+            conv = json.loads(file.read_text(encoding="utf-8"))
+            if options["reset"]:
+                _reset(conv["channel"]["id"])
+            since = timezone.now()
+            stats = replayer.replay(conv)
+            channels.append(collect(conv["channel"]["id"], conv["id"], stats, since))
+        if options["json"]:
+            self.stdout.write(json.dumps({"channels": channels}, ensure_ascii=False, default=str))
+        else:
+            for channel in channels:
+                self.stdout.write(render(channel))
 
 
 def _reset(channel_id: str) -> None:

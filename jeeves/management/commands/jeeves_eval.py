@@ -19,61 +19,65 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-help = "Replay evalset conversations (or read a replay --json output) and report extraction P/R/F1 per type."
+from django.core.management.base import BaseCommand
+
+from jeeves.management.commands import jeeves_replay
 
 
-def add_arguments(parser: Any) -> None:
-    parser.add_argument("path", help="a conversation file in the evalset format, or a folder of them")
-    parser.add_argument("--url", default="http://127.0.0.1:8000", help="the Jeeves web server (default: %(default)s)")
-    parser.add_argument("--from", dest="from_file", help="score this `jeeves replay --json` output instead")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the pipeline per file")
-    parser.add_argument("--json", action="store_true", help="print the scores as one JSON object")
-    parser.add_argument("--verbose", action="store_true", help="list missed and spurious records per conversation")
-    parser.add_argument(
-        "--answers",
-        action="store_true",
-        help="also ask every gold question (and the cross-channel probes) and score the answers",
-    )
+class Command(BaseCommand):
+    help = "Replay evalset conversations (or read a replay --json output) and report extraction P/R/F1 per type."
+    requires_system_checks: list[str] = []
 
+    def add_arguments(self, parser: Any) -> None:
+        jeeves_replay.add_conversation_arguments(parser)
+        parser.add_argument("--from", dest="from_file", help="score this `jeeves replay --json` output instead")
+        parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the pipeline per file")
+        parser.add_argument("--json", action="store_true", help="print the scores as one JSON object")
+        parser.add_argument("--verbose", action="store_true", help="list missed and spurious records per conversation")
+        parser.add_argument(
+            "--answers",
+            action="store_true",
+            help="also ask every gold question (and the cross-channel probes) and score the answers",
+        )
 
-def run(options: dict[str, Any], command: Any) -> None:
-    from jeeves.cli import replay
+    def handle(self, *args: Any, **options: Any) -> None:
+        files = jeeves_replay.conversation_files(Path(options["path"]))
+        convs = {c["id"]: c for c in (json.loads(f.read_text(encoding="utf-8")) for f in files)}
+        if options["from_file"]:
+            predicted = json.loads(Path(options["from_file"]).read_text(encoding="utf-8"))["channels"]
+        else:
+            from django.conf import settings
 
-    files = replay.conversation_files(Path(options["path"]))
-    convs = {c["id"]: c for c in (json.loads(f.read_text(encoding="utf-8")) for f in files)}
-    if options["from_file"]:
-        predicted = json.loads(Path(options["from_file"]).read_text(encoding="utf-8"))["channels"]
-    else:
-        from django.conf import settings
+            cfg = settings.JEEVES
+            replayer = jeeves_replay.Replayer(
+                options["url"], cfg.wire_secret, cfg.wire_app_id, options["timeout"], quiet=True
+            )
+            from django.utils import timezone
 
-        cfg = settings.JEEVES
-        replayer = replay.Replayer(options["url"], cfg.wire_secret, cfg.wire_app_id, options["timeout"], quiet=True)
-        from django.utils import timezone
+            predicted = []
+            for conv in convs.values():
+                jeeves_replay._reset(conv["channel"]["id"])
+                since = timezone.now()
+                stats = replayer.replay(conv)
+                predicted.append(jeeves_replay.collect(conv["channel"]["id"], conv["id"], stats, since))
+        by_conv = {p["conversation"]: p for p in predicted}
+        report = score({cid: (conv, by_conv.get(cid)) for cid, conv in convs.items()})
+        rows: list[dict[str, Any]] = []
+        if options["answers"]:
+            rows, probes, report["answers"] = answers(Path(options["path"]), convs)
+            report["answers"]["per_question"] = rows
+            report["questions"] = questions(rows)
+            report["cross_channel"] = cross_channel(probes)
+        if options["json"]:
+            self.stdout.write(json.dumps(report, ensure_ascii=False))
+            return
+        self.stdout.write(render(report, verbose=options["verbose"]))
+        if options["answers"]:
+            from retrieval import evaluation
 
-        predicted = []
-        for conv in convs.values():
-            replay._reset(conv["channel"]["id"])
-            since = timezone.now()
-            stats = replayer.replay(conv)
-            predicted.append(replay.collect(conv["channel"]["id"], conv["id"], stats, since))
-    by_conv = {p["conversation"]: p for p in predicted}
-    report = score({cid: (conv, by_conv.get(cid)) for cid, conv in convs.items()})
-    rows: list[dict[str, Any]] = []
-    if options["answers"]:
-        rows, probes, report["answers"] = answers(Path(options["path"]), convs)
-        report["answers"]["per_question"] = rows
-        report["questions"] = questions(rows)
-        report["cross_channel"] = cross_channel(probes)
-    if options["json"]:
-        command.stdout.write(json.dumps(report, ensure_ascii=False))
-        return
-    command.stdout.write(render(report, verbose=options["verbose"]))
-    if options["answers"]:
-        from retrieval import evaluation
-
-        lines = evaluation.render(report["answers"], rows if options["verbose"] else None)
-        command.stdout.write("answers (offline engine unless a respond model is configured):\n")
-        command.stdout.write("".join(f"  {line}\n" for line in lines))
+            lines = evaluation.render(report["answers"], rows if options["verbose"] else None)
+            self.stdout.write("answers (offline engine unless a respond model is configured):\n")
+            self.stdout.write("".join(f"  {line}\n" for line in lines))
 
 
 def answers(path: Path, convs: dict[str, dict]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:

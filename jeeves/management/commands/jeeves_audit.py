@@ -19,7 +19,7 @@ from typing import Any
 
 import redis
 from django.conf import settings
-from django.core.management.base import CommandError
+from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count, Q
 from django.db.models.functions import Coalesce
 
@@ -37,8 +37,6 @@ from knowledge.models import (
     PipelineCounter,
     Summary,
 )
-
-help = "Check that extract-and-forget and consent hold on the running system; exit 1 when one does not."
 
 CHECKS: dict[str, str] = {
     "redis.persistence": 'Redis writes nothing to disk (save "", appendonly no)',
@@ -107,22 +105,25 @@ class Report:
         }
 
 
-def add_arguments(parser: Any) -> None:
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    parser.add_argument("--channel", help='audit only this channel, "{conversationId}@{domain}"')
+class Command(BaseCommand):
+    help = "Check that extract-and-forget and consent hold on the running system; exit 1 when one does not."
+    requires_system_checks: list[str] = []
 
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+        parser.add_argument("--channel", help='audit only this channel, "{conversationId}@{domain}"')
 
-def run(options: dict[str, Any], command: Any) -> None:
-    try:
-        report = audit(options.get("channel"))
-    except redis.ConnectionError as exc:
-        raise CommandError(f"Redis is unreachable ({exc}): nothing was audited", returncode=2) from exc
-    if options["json"]:
-        command.stdout.write(json.dumps(report.to_json(), ensure_ascii=False))
-    else:
-        command.stdout.write(render(report))
-    if report.problems:
-        raise CommandError(f"audit failed: {len(report.problems)} problem(s)", returncode=1)
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            report = audit(options.get("channel"))
+        except redis.ConnectionError as exc:
+            raise CommandError(f"Redis is unreachable ({exc}): nothing was audited", returncode=2) from exc
+        if options["json"]:
+            self.stdout.write(json.dumps(report.to_json(), ensure_ascii=False))
+        else:
+            self.stdout.write(render(report))
+        if report.problems:
+            raise CommandError(f"audit failed: {len(report.problems)} problem(s)", returncode=1)
 
 
 def audit(channel_id: str | None = None) -> Report:
