@@ -31,7 +31,9 @@ DEFAULT = ROOT / "evalsets" / "dev"
 
 
 def _bench_db(tmp: Path):
-    spec = importlib.util.spec_from_file_location("bench_retrieval", Path(__file__).with_name("retrieval.py"))
+    spec = importlib.util.spec_from_file_location(
+        "bench_retrieval_speed", Path(__file__).with_name("retrieval_speed.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module._database(tmp)

@@ -44,7 +44,7 @@ import httpx
 import psycopg
 from _common import ROOT, migrate, services, start_web, start_worker
 
-sys.path.insert(0, str(ROOT))  # the project's packages before bench/ (bench/pipeline.py is not `pipeline`)
+sys.path.insert(0, str(ROOT))  # the project's packages before bench/ (bench/ has no module named like one)
 
 SECRET = "bench-secret"
 APP_ID = f"{uuid.uuid4()}@bench.example"
@@ -77,7 +77,8 @@ class Channel:
 
 
 def _channel(conv: dict) -> Channel:
-    """A fresh channel for the conversation; its text messages (commands to Jeeves left out, as in bench/pipeline)."""
+    """A fresh channel for the conversation; its text messages (commands to Jeeves left out, as in
+    bench/pipeline_throughput.py)."""
     qid = {"id": str(uuid.uuid4()), "domain": "bench.example"}
     org = conv["channel"]["org"]
     bot = next((m["id"] for m in conv["channel"]["members"] if (m.get("handle") or "").lower() == "jeeves"), None)

@@ -1,6 +1,6 @@
 """The question path: plan → five scoped paths → fusion → context pack → answer, with timings.
 
-`retrieve` is the search alone (no answer model), used by the answer path and by bench/retrieval.py;
+`retrieve` is the search alone (no answer model), used by the answer path and by bench/retrieval_speed.py;
 `ask` is what `@Jeeves <question>`, `jeeves ask` and `jeeves eval --answers` call.
 """
 

@@ -82,3 +82,12 @@ def test_the_real_bench_folder_is_listed_from_the_command_line():
     assert result.returncode == 0, result.stderr
     listed = {line.split()[0] for line in result.stdout.splitlines()[1:]}
     assert listed == {p.stem for p in (ROOT / "bench").glob("*.py") if not p.name.startswith("_")}
+
+
+def test_no_benchmark_is_named_like_a_project_package():
+    """`python bench/NAME.py` puts bench/ on sys.path: a bench/NAME.py named like a package makes `import NAME`
+    depend on the path's order, and a reader on which one is meant (bench/retrieval.py is now retrieval_speed.py)."""
+    from tests.test_layers import PROJECT
+
+    assert not set(bench.benchmarks()) & set(PROJECT)
+    assert not {p.stem for p in (ROOT / "bench").glob("*.py")} & set(PROJECT)

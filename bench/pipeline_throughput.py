@@ -1,11 +1,12 @@
 """Pipeline throughput: messages/s end to end (webhook → classified → extracted → embedded), counted from the database.
 
-    python bench/pipeline.py            # offline engine with 1 then 2 worker processes per queue (the scaling
-                                        # ratio) and with 4 threads in one process per queue (the embedder
-                                        # batches concurrent tasks), then a model answering in 200 ms at worker
-                                        # concurrency 2, 4, 8
-    python bench/pipeline.py --quick    # a smoke run (CI): 2 conversations, one setting of each, no warm-up
-    python bench/pipeline.py --offline-only | --model-only
+    python bench/pipeline_throughput.py          # offline engine with 1 then 2 worker processes per queue
+                                                 # (the scaling ratio) and with 4 threads in one process per
+                                                 # queue (the embedder batches concurrent tasks), then a model
+                                                 # answering in 200 ms at worker concurrency 2, 4, 8
+    python bench/pipeline_throughput.py --quick  # a smoke run (CI): 2 conversations, one setting of each,
+                                                 # no warm-up
+    python bench/pipeline_throughput.py --offline-only | --model-only
 
 Its own gunicorn, Celery workers (classify, extract, embed: one worker per queue, `--concurrency N`) and
 embedded Postgres and Valkey. The dev conversations are replayed side by side, each into a fresh channel,

@@ -1,8 +1,8 @@
 """Retrieval benchmark: p50/p95 of plan → paths → fusion (no model call) next to a bare pgvector HNSW top-10.
 
-    python bench/retrieval.py            # 100,000 decisions+actions, 1,000,000 embeddings, 1,000 channels
-    python bench/retrieval.py --quick    # 10x smaller, for CI
-    python bench/retrieval.py --reuse    # keep the loaded database and reuse it on the next run
+    python bench/retrieval_speed.py            # 100,000 decisions+actions, 1,000,000 embeddings, 1,000 channels
+    python bench/retrieval_speed.py --quick    # 10x smaller, for CI
+    python bench/retrieval_speed.py --reuse    # keep the loaded database and reuse it on the next run
 
 It builds its OWN database: a fresh embedded PostgreSQL (pgvector) in a temp dir, or, when
 DATABASE_URL is set, a new database `jeeves_bench` on that server (dropped afterwards). Data is
