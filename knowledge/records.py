@@ -27,7 +27,7 @@ from knowledge.models import (
     DecisionStatus,
     Embedding,
 )
-from knowledge.sources import merge_source_refs
+from knowledge.sources import merge_source_refs, said_at
 from knowledge.verbatim import guard_tags, guard_text
 
 logger = logging.getLogger(__name__)
@@ -154,18 +154,6 @@ def _restated_decision(
     return None
 
 
-def _said_at(source: dict) -> datetime:
-    """When the latest message a record rests on was sent (a completion is dated by the message that
-    reports it, not by when a worker got to it), never later than now."""
-    end = (source.get("timestamp_range") or {}).get("end")
-    try:
-        said = datetime.fromisoformat(end) if end else None
-    except (TypeError, ValueError):
-        said = None
-    now = timezone.now()
-    return min(said, now) if said is not None and said.tzinfo is not None else now
-
-
 def record_action(
     channel: ChannelConfig,
     *,
@@ -197,7 +185,7 @@ def record_action(
         existing.source_ref = merge_source_refs(existing.source_ref, source)
         fields = ["source_ref"]
         if status == ActionStatus.DONE and existing.status != ActionStatus.DONE:
-            existing.status, existing.completed_at = ActionStatus.DONE, _said_at(source)
+            existing.status, existing.completed_at = ActionStatus.DONE, said_at(source)
             fields += ["status", "completed_at"]
         if deadline is not None and existing.deadline != deadline:
             existing.deadline, existing.staleness_at = deadline, deadline
@@ -221,7 +209,7 @@ def record_action(
             "owner_name": owner_name,
             "deadline": deadline,
             "status": status,
-            "completed_at": _said_at(source) if status == ActionStatus.DONE else None,
+            "completed_at": said_at(source) if status == ActionStatus.DONE else None,
             "staleness_at": staleness_at,
             "confidence": confidence,
             "tags": tags or [],

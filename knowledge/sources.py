@@ -7,6 +7,8 @@ import hashlib
 from collections.abc import Sequence
 from datetime import datetime
 
+from django.utils import timezone
+
 
 def source_ref(messages: Sequence[tuple[str, datetime]]) -> dict:
     """{"wire_msg_ids": [...], "timestamp_range": {start, end}} from (wire_msg_id, sent_at) pairs."""
@@ -30,6 +32,18 @@ def merge_source_refs(old: dict, new: dict) -> dict:
             "end": max(ends, key=datetime.fromisoformat) if ends else None,
         },
     }
+
+
+def said_at(source: dict) -> datetime:
+    """When the latest message a record rests on was sent (a completion is dated by the message that
+    reports it, not by when a worker got to it), never later than now."""
+    end = (source.get("timestamp_range") or {}).get("end")
+    try:
+        said = datetime.fromisoformat(end) if end else None
+    except (TypeError, ValueError):
+        said = None
+    now = timezone.now()
+    return min(said, now) if said is not None and said.tzinfo is not None else now
 
 
 def source_key(kind: str, wire_msg_ids: Sequence[str], ordinal: int = 0) -> str:
