@@ -5,7 +5,8 @@
 
 Each field of `JeevesConfig` names its variable, default and type once; pydantic-settings reads the
 variables (blank = the default) and pydantic validates them. The type's `Kind` is what the one-line
-error says the value is not.
+error says the value is not. Django's own variables (DJANGO_*, DATABASE_URL, ...) are declared the same
+way in jeeves/settings.py and read by `load_variables`.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import binascii
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, get_type_hints
+from typing import Annotated, Any, Literal, TypeVar, get_type_hints
 
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 SLOTS: tuple[str, ...] = (
@@ -31,6 +33,7 @@ SLOTS: tuple[str, ...] = (
     "complex",
 )
 LOCAL_MODEL = "local"
+T = TypeVar("T")
 
 DEFAULT_PATH_WEIGHTS: dict[str, float] = {
     "structured": 1.0,
@@ -95,6 +98,16 @@ def _fernet_keys(raw: Any) -> Any:
     return keys
 
 
+def _names(raw: Any) -> Any:
+    return tuple(name.strip() for name in raw.split(",") if name.strip()) if isinstance(raw, str) else raw
+
+
+def _redis_url(raw: str) -> str:
+    if raw and not raw.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError(raw)
+    return raw
+
+
 def _qualified_id(raw: str) -> str:
     ident, sep, domain = raw.partition("@")
     if raw and (not sep or not ident or not domain):
@@ -120,6 +133,11 @@ PathWeights = Annotated[
     dict[str, float], NoDecode, BeforeValidator(_weights), Kind("a list like structured=1,semantic=1")
 ]
 FernetKeys = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_fernet_keys), Kind("Fernet keys", secret=True)]
+# Unset (None): the caller decides, e.g. by the mode (jeeves/settings.py's deployment switches).
+MaybeBool = Annotated[bool | None, BeforeValidator(_bool), Kind("a boolean (1/0, true/false)")]
+MaybeSeconds = Annotated[int | None, Field(ge=0), Kind("a whole number of seconds")]
+Names = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_names), Kind("a comma-separated list")]
+RedisUrl = Annotated[str, AfterValidator(_redis_url), Kind("a redis:// URL")]
 
 
 def var(name: str, default: Any, kind: str | None = None) -> Any:
@@ -216,44 +234,31 @@ class JeevesConfig:
         return self.slots[name]
 
 
-_HINTS = get_type_hints(JeevesConfig, include_extras=True)
-_VARIABLES = {f.name: f for f in dataclasses.fields(JeevesConfig) if "env" in f.metadata}
-_SLOT_VARIABLES = {
-    f"{kind}_{slot}": f"JEEVES_{kind.upper()}_{slot.upper()}" for kind in ("model", "fallback") for slot in SLOTS
-}
-
-
-def _model_field(f: dataclasses.Field) -> tuple[Any, Any]:
-    if f.default is dataclasses.MISSING:
-        return (_HINTS[f.name], Field(default_factory=f.default_factory, validation_alias=f.metadata["env"]))
-    return (_HINTS[f.name], Field(f.default, validation_alias=f.metadata["env"]))
-
-
 class _Environment(BaseSettings):
     model_config = SettingsConfigDict(case_sensitive=True, extra="ignore", frozen=True)
 
 
-# Every variable as one pydantic-settings model: JeevesConfig's fields that name one, and the slots'.
-Environment: type[BaseSettings] = create_model(
-    "Environment",
-    __base__=_Environment,
-    **{name: _model_field(f) for name, f in _VARIABLES.items()},
-    **{name: (Text, Field(LOCAL_MODEL, validation_alias=variable)) for name, variable in _SLOT_VARIABLES.items()},
-)
+def _model_field(f: dataclasses.Field, hint: Any) -> tuple[Any, Any]:
+    """A var() field as a pydantic field read from its variable; its wording, if any, as the description."""
+    default = {"default": f.default} if f.default is not dataclasses.MISSING else {"default_factory": f.default_factory}
+    return (hint, Field(**default, validation_alias=f.metadata["env"], description=f.metadata["kind"]))
 
 
-def _kind(field_name: str, info: Any) -> Kind:
+def environment(config: type, **extra: Any) -> type[BaseSettings]:
+    """One pydantic-settings model of every variable a frozen dataclass declares with var(), and `extra`'s."""
+    hints = get_type_hints(config, include_extras=True)
+    fields = {f.name: _model_field(f, hints[f.name]) for f in dataclasses.fields(config) if "env" in f.metadata}
+    return create_model(f"{config.__name__}Environment", __base__=_Environment, **fields, **extra)
+
+
+def _kind(info: FieldInfo) -> Kind:
     """A variable's Kind for its error line: its type's, worded by its field where the field says more."""
     kind = next(m for m in info.metadata if isinstance(m, Kind))
-    wording = _VARIABLES[field_name].metadata["kind"] if field_name in _VARIABLES else None
-    return dataclasses.replace(kind, text=wording) if wording else kind
-
-
-_KINDS = {str(info.validation_alias): _kind(name, info) for name, info in Environment.model_fields.items()}
+    return dataclasses.replace(kind, text=info.description) if info.description else kind
 
 
 class _Given(EnvSettingsSource):
-    """The mapping handed to load() (os.environ from settings.py, a dict in tests), values stripped; a
+    """The mapping handed to read() (os.environ from settings.py, a dict in tests), values stripped; a
     blank value is unset, so its default applies."""
 
     def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]):
@@ -264,10 +269,10 @@ class _Given(EnvSettingsSource):
         return {name: value.strip() for name, value in self._given.items() if value and value.strip()}
 
 
-def load(env: Mapping[str, str]) -> JeevesConfig:
-    """Build the configuration from `env`, raising ConfigError on the first bad variable."""
+def read(model: type[BaseSettings], env: Mapping[str, str]) -> Any:
+    """The model's values from `env` (nothing else), raising ConfigError on the first bad variable."""
 
-    class FromEnv(Environment):  # type: ignore[misc,valid-type]
+    class FromEnv(model):  # type: ignore[misc,valid-type]
         @classmethod
         def settings_customise_sources(
             cls, settings_cls: type[BaseSettings], **_sources: PydanticBaseSettingsSource
@@ -275,14 +280,35 @@ def load(env: Mapping[str, str]) -> JeevesConfig:
             return (_Given(settings_cls, env),)
 
     try:
-        values = FromEnv()
+        return FromEnv()
     except ValidationError as exc:
         error = exc.errors()[0]
         name = str(error["loc"][0])
-        kind = _KINDS[name]
+        kind = next(_kind(info) for info in model.model_fields.values() if info.validation_alias == name)
         if kind.secret:
             raise ConfigError(f"{name}: {error.get('ctx', {}).get('error', 'invalid')}") from None
         raise ConfigError(f"{name}={env[name].strip()!r} is not {kind.text}") from None
+
+
+def load_variables(config: type[T], env: Mapping[str, str]) -> T:
+    """`config`, a frozen dataclass whose fields are all var()s, from `env` (ConfigError as load())."""
+    return config(**read(environment(config), env).model_dump())
+
+
+# Every variable of JeevesConfig as one pydantic-settings model: the fields that name one, and the slots'.
+_VARIABLES = [f.name for f in dataclasses.fields(JeevesConfig) if "env" in f.metadata]
+_SLOT_VARIABLES = {
+    f"{kind}_{slot}": f"JEEVES_{kind.upper()}_{slot.upper()}" for kind in ("model", "fallback") for slot in SLOTS
+}
+Environment: type[BaseSettings] = environment(
+    JeevesConfig,
+    **{name: (Text, Field(LOCAL_MODEL, validation_alias=variable)) for name, variable in _SLOT_VARIABLES.items()},
+)
+
+
+def load(env: Mapping[str, str]) -> JeevesConfig:
+    """Build the configuration from `env`, raising ConfigError on the first bad variable."""
+    values = read(Environment, env)
     slots = {slot: SlotConfig(getattr(values, f"model_{slot}"), getattr(values, f"fallback_{slot}")) for slot in SLOTS}
     return JeevesConfig(slots=slots, **{name: getattr(values, name) for name in _VARIABLES})
 

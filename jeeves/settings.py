@@ -1,6 +1,7 @@
 """Django settings, all from the environment (12-factor). The only module that reads os.environ.
 
-A bad value stops start-up with one line naming the variable (ground.config.ConfigError).
+Jeeves' own variables are ground.config.JeevesConfig's, Django's are DjangoVariables here; both are read by
+pydantic-settings, and a bad value stops start-up with one line naming the variable (ground.config.ConfigError).
 """
 
 from __future__ import annotations
@@ -8,14 +9,26 @@ from __future__ import annotations
 import os
 import secrets
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import dj_database_url
 from cryptography.fernet import Fernet
 
 from ground import logs
-from ground.config import ConfigError, load, unsafe_start
+from ground.config import (
+    Bool,
+    ConfigError,
+    MaybeBool,
+    MaybeSeconds,
+    Names,
+    RedisUrl,
+    Text,
+    load,
+    load_variables,
+    unsafe_start,
+    var,
+)
 from jeeves import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -27,37 +40,47 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+
+@dataclass(frozen=True)
+class DjangoVariables:
+    """The variables of Django's own settings, each with its name, default and type once (read like
+    JeevesConfig's: blank = the default, a bad value stops start-up with one line naming it). None: the
+    mode decides (on outside the embedded mode, off in it)."""
+
+    database_url: Text = var("DATABASE_URL", "")
+    redis_url: RedisUrl = var("REDIS_URL", "")
+    embedded: Bool = var("JEEVES_EMBEDDED", False)
+    debug: Bool = var("DJANGO_DEBUG", False)
+    secret_key: Text = var("DJANGO_SECRET_KEY", "")
+    secure_cookies: MaybeBool = var("DJANGO_SECURE_COOKIES", None)
+    secure_ssl_redirect: MaybeBool = var("DJANGO_SECURE_SSL_REDIRECT", None)
+    secure_hsts_seconds: MaybeSeconds = var("DJANGO_SECURE_HSTS_SECONDS", None)
+    secure_hsts_include_subdomains: MaybeBool = var("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", None)
+    secure_hsts_preload: MaybeBool = var("DJANGO_SECURE_HSTS_PRELOAD", None)
+    secure_proxy_ssl_header: Text = var("DJANGO_SECURE_PROXY_SSL_HEADER", "")
+    csrf_trusted_origins: Names = var("DJANGO_CSRF_TRUSTED_ORIGINS", ())
+    allowed_hosts: Names = var("ALLOWED_HOSTS", ("localhost", "127.0.0.1", "[::1]"))
+
+
+_env = load_variables(DjangoVariables, os.environ)
 JEEVES = load(os.environ)
 # Embedded Postgres data, Valkey working dir, local secret key, beat schedule, static files.
 DATA_ROOT = Path(JEEVES.data_dir) if JEEVES.data_dir else BASE_DIR / ".jeeves"
 
-
-def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in {"1", "true", "yes", "on"}:
-        return True
-    if raw in {"0", "false", "no", "off"}:
-        return False
-    raise ConfigError(f"{name}={raw!r} is not a boolean (1/0, true/false)")
-
-
-DEBUG = _env_bool("DJANGO_DEBUG", False)
+DEBUG = _env.debug
 # The embedded mode: one machine, no accounts (`jeeves up` on its embedded PostgreSQL, which gives the
 # processes it starts JEEVES_EMBEDDED=1; the test suite). Only there is a missing secret made up, once,
 # under .jeeves/, so `jeeves up` and `jeeves replay` agree with no configuration. Anywhere else nothing
 # is made up (each container would make its own, and an image build would bake one in): a service
 # refuses to start without them (STARTUP_PROBLEMS, enforced by jeeves/startup.py).
-EMBEDDED = not os.environ.get("DATABASE_URL", "").strip() or _env_bool("JEEVES_EMBEDDED", False)
+EMBEDDED = not _env.database_url or _env.embedded
 
 
 def _local(name: str, make) -> str:
     return embedded.local_value(DATA_ROOT, name, make) if EMBEDDED else ""
 
 
-_secret_key_set = bool(os.environ.get("DJANGO_SECRET_KEY", "").strip())
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip() or _local("secret_key", lambda: secrets.token_urlsafe(50))
+SECRET_KEY = _env.secret_key or _local("secret_key", lambda: secrets.token_urlsafe(50))
 if not JEEVES.wire_secret:
     JEEVES = replace(JEEVES, wire_secret=_local("wire_secret", lambda: secrets.token_urlsafe(32)))
 if not JEEVES.wire_app_id:
@@ -66,27 +89,28 @@ if not JEEVES.flower_basic_auth and EMBEDDED:
     JEEVES = replace(JEEVES, flower_basic_auth=f"admin:{_local('flower_password', lambda: secrets.token_urlsafe(12))}")
 if not JEEVES.encryption_keys and EMBEDDED:
     JEEVES = replace(JEEVES, encryption_keys=(_local("encryption_key", lambda: Fernet.generate_key().decode()),))
-STARTUP_PROBLEMS: list[str] = [] if EMBEDDED else unsafe_start(JEEVES, secret_key_set=_secret_key_set)
+STARTUP_PROBLEMS: list[str] = [] if EMBEDDED else unsafe_start(JEEVES, secret_key_set=bool(_env.secret_key))
 # Deployment (`python manage.py check --deploy` is clean outside the embedded mode): cookies only over
 # HTTPS, HSTS, browsers redirected to HTTPS. The machine endpoints (webhooks, health, metrics) are not
 # redirected: the sidecar and a scraper reach them inside your network, and they authenticate by bearer.
 _secure = not EMBEDDED
-SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", _secure)
-SECURE_SSL_REDIRECT = _env_bool("DJANGO_SECURE_SSL_REDIRECT", _secure)
+
+
+def _unless_set(value, default):
+    return default if value is None else value
+
+
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _unless_set(_env.secure_cookies, _secure)
+SECURE_SSL_REDIRECT = _unless_set(_env.secure_ssl_redirect, _secure)
 SECURE_REDIRECT_EXEMPT = [r"^wire/", r"^healthz$", r"^readyz$", r"^metrics$"]
-try:
-    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "").strip() or (31536000 if _secure else 0))
-except ValueError:
-    raise ConfigError("DJANGO_SECURE_HSTS_SECONDS is not a whole number of seconds") from None
-SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", _secure)
-SECURE_HSTS_PRELOAD = _env_bool("DJANGO_SECURE_HSTS_PRELOAD", _secure)
+SECURE_HSTS_SECONDS = _unless_set(_env.secure_hsts_seconds, 31536000 if _secure else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _unless_set(_env.secure_hsts_include_subdomains, _secure)
+SECURE_HSTS_PRELOAD = _unless_set(_env.secure_hsts_preload, _secure)
 # Behind a proxy that terminates TLS: the header it sets, e.g. HTTP_X_FORWARDED_PROTO (value "https").
-if os.environ.get("DJANGO_SECURE_PROXY_SSL_HEADER", "").strip():
-    SECURE_PROXY_SSL_HEADER = (os.environ["DJANGO_SECURE_PROXY_SSL_HEADER"].strip(), "https")
-CSRF_TRUSTED_ORIGINS = [o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
-ALLOWED_HOSTS = [
-    h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h.strip()
-]
+if _env.secure_proxy_ssl_header:
+    SECURE_PROXY_SSL_HEADER = (_env.secure_proxy_ssl_header, "https")
+CSRF_TRUSTED_ORIGINS = list(_env.csrf_trusted_origins)
+ALLOWED_HOSTS = list(_env.allowed_hosts)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -133,7 +157,7 @@ TEMPLATES = [
     },
 ]
 
-_database_url = os.environ.get("DATABASE_URL", "").strip() or embedded.postgres_url(DATA_ROOT)
+_database_url = _env.database_url or embedded.postgres_url(DATA_ROOT)
 try:
     DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60, conn_health_checks=True)}
 except ValueError as exc:
@@ -156,9 +180,7 @@ DATABASES["default"]["OPTIONS"] = {
     **DATABASES["default"].get("OPTIONS", {}),
 }
 
-REDIS_URL = os.environ.get("REDIS_URL", "").strip() or f"redis://127.0.0.1:{JEEVES.embedded_redis_port}/0"
-if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
-    raise ConfigError(f"REDIS_URL={REDIS_URL!r} is not a redis:// URL")
+REDIS_URL = _env.redis_url or f"redis://127.0.0.1:{JEEVES.embedded_redis_port}/0"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LANGUAGE_CODE = "en-gb"
