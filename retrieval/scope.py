@@ -65,31 +65,24 @@ class RetrievalScope:
             " AND lc.left_at IS NOT NULL)"
         )
 
-    def decisions(self, a: str) -> str:
+    def _records(self, a: str, mine: str) -> str:
+        """A record table's predicate: in a channel, its own records; in a 1:1, the organisation's records
+        that `mine` says are the asker's, never of a channel Jeeves has left."""
         if self.personal:
-            return (
-                f"({a}.organisation_id = %(scope_org)s AND {a}.decided_by @> ARRAY[%(scope_user)s]::text[]"
-                f" AND {self._present(a)})"
-            )
+            return f"({a}.organisation_id = %(scope_org)s AND {mine} AND {self._present(a)})"
         return f"({self._org_guard(a)} AND {a}.channel_id = %(scope_channel)s)"
+
+    def decisions(self, a: str) -> str:
+        return self._records(a, f"{a}.decided_by @> ARRAY[%(scope_user)s]::text[]")
 
     def actions(self, a: str) -> str:
-        if self.personal:
-            return f"({a}.organisation_id = %(scope_org)s AND {a}.owner_id = %(scope_user)s AND {self._present(a)})"
-        return f"({self._org_guard(a)} AND {a}.channel_id = %(scope_channel)s)"
+        return self._records(a, f"{a}.owner_id = %(scope_user)s")
 
     def signals(self, a: str) -> str:
-        if self.personal:
-            return (
-                f"({a}.organisation_id = %(scope_org)s AND {a}.participants @> ARRAY[%(scope_user)s]::text[]"
-                f" AND {self._present(a)})"
-            )
-        return f"({self._org_guard(a)} AND {a}.channel_id = %(scope_channel)s)"
+        return self._records(a, f"{a}.participants @> ARRAY[%(scope_user)s]::text[]")
 
     def embeddings(self, a: str) -> str:
-        if self.personal:
-            return f"({a}.organisation_id = %(scope_org)s AND {a}.author_id = %(scope_user)s AND {self._present(a)})"
-        return f"({self._org_guard(a)} AND {a}.channel_id = %(scope_channel)s)"
+        return self._records(a, f"{a}.author_id = %(scope_user)s")
 
     def summaries(self, a: str) -> str:
         # A channel summary retells everybody's words; in a 1:1 only the asker's own person summaries qualify.
