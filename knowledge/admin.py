@@ -189,25 +189,37 @@ class ChannelConfigAdmin(admin.ModelAdmin):
         self._set_state(request, queryset, ChannelState.ACTIVE, "out of secure mode")
 
 
+class ReviewedAdmin(ReadOnlyAdmin):
+    """A record the review desk changes: its review history shown on it."""
+
+    readonly_fields = ("review_history",)
+
+    @admin.display(description="review history")
+    def review_history(self, obj: Decision | Action | Entity) -> str:
+        return _history(obj.audit.all())
+
+
+class ExtractedAdmin(ReviewedAdmin):
+    """A decision or an action: where it comes from (its messages' ids and times, never their text) and its
+    channel, instead of the raw source_ref and search vector."""
+
+    exclude = ("search_vector", "source_ref")
+    readonly_fields = ("source", "review_history")
+    list_select_related = ("channel",)
+
+    @admin.display(description="source")
+    def source(self, obj: Decision | Action) -> str:
+        return format_html("{} — channel {}", _source(obj.source_ref), obj.channel)
+
+
 @admin.register(Decision)
-class DecisionAdmin(ReadOnlyAdmin):
+class DecisionAdmin(ExtractedAdmin):
     list_display = ("friendly_id", "summary", "channel", "status", "confidence", "decided_at", "reviewed_at")
     list_filter = ("status", ConfidenceBandFilter, ("decided_at", admin.DateFieldListFilter), "channel")
     search_fields = ("summary", "rationale", "friendly_id")
     date_hierarchy = "decided_at"
     ordering = ("-decided_at",)
-    exclude = ("search_vector", "source_ref")
-    readonly_fields = ("source", "review_history")
     actions = ("confirm", "supersede", "reverse", "reject")
-    list_select_related = ("channel",)
-
-    @admin.display(description="source")
-    def source(self, obj: Decision) -> str:
-        return format_html("{} — channel {}", _source(obj.source_ref), obj.channel)
-
-    @admin.display(description="review history")
-    def review_history(self, obj: Decision) -> str:
-        return _history(obj.audit.all())
 
     def _review(self, request: HttpRequest, queryset: QuerySet, action: str, **fields: object) -> int:
         fields = {"reviewed_at": timezone.now(), "reviewed_by": _actor(request), **fields}
@@ -252,24 +264,13 @@ class DeadlineForm(forms.Form):
 
 
 @admin.register(Action)
-class ActionAdmin(ReadOnlyAdmin):
+class ActionAdmin(ExtractedAdmin):
     list_display = ("friendly_id", "description", "channel", "owner_name", "deadline", "status", "confidence")
     list_filter = ("status", ConfidenceBandFilter, ("deadline", admin.DateFieldListFilter), "channel")
     search_fields = ("description", "owner_name", "friendly_id")
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
-    exclude = ("search_vector", "source_ref")
-    readonly_fields = ("source", "review_history")
     actions = ("mark_done", "mark_cancelled", "reopen", "reassign_owner", "set_deadline")
-    list_select_related = ("channel",)
-
-    @admin.display(description="source")
-    def source(self, obj: Action) -> str:
-        return format_html("{} — channel {}", _source(obj.source_ref), obj.channel)
-
-    @admin.display(description="review history")
-    def review_history(self, obj: Action) -> str:
-        return _history(obj.audit.all())
 
     def _review(self, request: HttpRequest, queryset: QuerySet, action: str, **fields: object) -> int:
         return review.bulk_review(queryset, actor=_actor(request), action=action, **fields)
@@ -333,16 +334,11 @@ class ActionAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Entity)
-class EntityAdmin(ReadOnlyAdmin):
+class EntityAdmin(ReviewedAdmin):
     list_display = ("name", "entity_type", "organisation_id", "mention_count", "last_mentioned", "deleted")
     list_filter = ("entity_type", "organisation_id", "deleted")
     search_fields = ("name", "aliases")
-    readonly_fields = ("review_history",)
     actions = ("merge",)
-
-    @admin.display(description="review history")
-    def review_history(self, obj: Entity) -> str:
-        return _history(obj.audit.all())
 
     @admin.action(description="Merge selected entities (into the most mentioned)")
     def merge(self, request: HttpRequest, queryset: QuerySet) -> None:
