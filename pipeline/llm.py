@@ -250,24 +250,22 @@ def structured(
 
 def _offline(slot: str, offline: Callable[[], T], channel_id: str | None, *, fallback_used: bool) -> Answer[T]:
     started = time.monotonic()
-    try:
-        value = offline()
-    except Exception as exc:
+
+    def record(outcome: str) -> None:
+        latency_ms = int((time.monotonic() - started) * 1000)
         llm_calls.record_llm_call(
             slot=slot,
             model=LOCAL_MODEL,
-            outcome="error",
-            latency_ms=int((time.monotonic() - started) * 1000),
+            outcome=outcome,
+            latency_ms=latency_ms,
             fallback_used=fallback_used,
             channel_id=channel_id,
         )
+
+    try:
+        value = offline()
+    except Exception as exc:
+        record("error")
         raise SlotFailure(slot, f"offline engine failed ({type(exc).__name__})") from exc
-    llm_calls.record_llm_call(
-        slot=slot,
-        model=LOCAL_MODEL,
-        outcome="ok",
-        latency_ms=int((time.monotonic() - started) * 1000),
-        fallback_used=fallback_used,
-        channel_id=channel_id,
-    )
+    record("ok")
     return Answer(value, LOCAL_MODEL, fallback_used)
