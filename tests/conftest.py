@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -42,6 +43,24 @@ def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: f
 
 
 # --------------------------------------------------------------------------- PostgreSQL
+
+
+def _null_device_intact() -> bool:
+    try:
+        return stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    except OSError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _null_device_stays_a_device() -> Iterator[None]:
+    """Fail the test during which /dev/null stopped being the null device. As root, a program that deletes and
+    remakes a file it was pointed at (beat's schedule, a log rotated in place) leaves a plain file there, and
+    every later initdb on this machine fails; this names the test instead of the next innocent one."""
+    before = _null_device_intact()
+    yield
+    if before and not _null_device_intact():
+        pytest.fail(f"{os.devnull} is no longer a character device after this test (or another process here)")
 
 
 @pytest.fixture(scope="session")
