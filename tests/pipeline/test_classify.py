@@ -19,7 +19,7 @@ from knowledge import channels, receipts
 from knowledge.models import ChannelConfig, ConversationSignal, MessageReceipt, PipelineCounter
 from pipeline import classify, debounce, llm, members, window
 from pipeline.members import Member
-from tests.fakes.openai_server import FakeOpenAI, answer
+from tests.fakes.openai_server import answer
 
 pytestmark = pytest.mark.django_db
 
@@ -33,13 +33,6 @@ MODEL = "tier1-model"
 
 def _result(categories: list[str], gist: str = "", high: bool = False) -> dict:
     return {"categories": categories, "confidence": 0.8, "entities": [], "is_high_signal": high, "gist": gist}
-
-
-@pytest.fixture(scope="module")
-def fake():
-    server = FakeOpenAI().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

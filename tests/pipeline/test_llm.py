@@ -18,7 +18,7 @@ from knowledge import channels, receipts, verbatim
 from knowledge.models import ChannelConfig, ConversationSignal, Decision, Entity, LlmCall
 from pipeline import classify, debounce, extract, llm, members, window
 from pipeline.schemas import ClassifyResult
-from tests.fakes.openai_server import FakeOpenAI, answer, computed, error, raw, slow
+from tests.fakes.openai_server import answer, computed, error, raw, slow
 from tests.pipeline import evalset
 
 pytestmark = pytest.mark.django_db
@@ -26,13 +26,6 @@ pytestmark = pytest.mark.django_db
 BOT = "3531c6e3-2811-58c8-aa49-5621c2d47635@wire.example"
 CLASSIFIED = {"categories": ["decision"], "confidence": 0.9, "entities": [], "is_high_signal": True, "gist": "x"}
 OFFLINE = ClassifyResult(categories=["routine"], confidence=0.5, is_high_signal=False)
-
-
-@pytest.fixture(scope="module")
-def fake():
-    server = FakeOpenAI().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
