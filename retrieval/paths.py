@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from django.db import connection, transaction
 
@@ -44,6 +45,62 @@ Fetch = Callable[..., list[RecordKey]]  # (sql, params, kinds) -> keys: `keys`, 
 _ACTION_TIME = "COALESCE((a.source_ref->'timestamp_range'->>'start')::timestamptz, a.created_at)"
 
 
+@dataclass(frozen=True)
+class _Listed:
+    """A record table as the structured path filters it: the column that dates a record, what an owner filter and
+    a time range test, and what it always leaves out."""
+
+    kind: str
+    table: str
+    alias: str
+    at: str
+    owned: str
+    during: str
+    always: tuple[str, ...] = ()
+
+
+_DECISIONS = _Listed(
+    "decision",
+    "decisions",
+    "d",
+    at="d.decided_at",
+    owned="d.decided_by && %(owners)s::text[]",
+    during="(%(start)s::timestamptz IS NULL OR d.decided_at >= %(start)s OR d.valid_until >= %(start)s)"
+    " AND (%(end)s::timestamptz IS NULL OR d.decided_at < %(end)s)",
+    always=("d.status <> 'rejected'",),
+)
+_ACTIONS = _Listed(
+    "action",
+    "actions",
+    "a",
+    at=_ACTION_TIME,
+    owned="a.owner_id = ANY(%(owners)s)",
+    during=f"(%(start)s::timestamptz IS NULL OR {_ACTION_TIME} >= %(start)s OR a.deadline >= %(start)s"
+    " OR a.completed_at >= %(start)s)"
+    f" AND (%(end)s::timestamptz IS NULL OR {_ACTION_TIME} < %(end)s)",
+)
+
+
+def _listed(table: _Listed, scoped: str, plan: QueryPlan, *, by_tags: bool) -> str:
+    """One table's newest records in scope that pass the plan's filters (or, with none, carry one of its tags)."""
+    a = table.alias
+    cond = [scoped, *table.always]
+    if plan.friendly_ids:
+        cond.append(f"{a}.friendly_id = ANY(%(friendly)s)")
+    if plan.owner_ids:
+        cond.append(table.owned)
+    if plan.statuses:
+        cond.append(f"{a}.status = ANY(%(statuses)s)")
+    if plan.time_range:
+        cond.append(table.during)
+    if by_tags:
+        cond.append(f"{a}.tags && %(kws)s::text[]")
+    return (
+        f"(SELECT '{table.kind}' AS t, {a}.id::text AS id, ({a}.tags && %(kws)s::text[]) AS tagged, {table.at} AS at"
+        f" FROM {table.table} {a} WHERE {' AND '.join(cond)} ORDER BY {table.at} DESC LIMIT %(k)s)"
+    )
+
+
 def structured(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: Fetch = keys) -> list[RecordKey]:
     """Filters, not words: runs only when the plan names an id, an owner, a status, a type, a date or a tag."""
     params: dict[str, object] = {
@@ -64,44 +121,9 @@ def structured(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fet
         want = {"decision" if f.startswith("DEC-") else "action" for f in plan.friendly_ids}
     parts: list[str] = []
     if "decision" in want:
-        cond = [scope.decisions("d"), "d.status <> 'rejected'"]
-        if plan.friendly_ids:
-            cond.append("d.friendly_id = ANY(%(friendly)s)")
-        if plan.owner_ids:
-            cond.append("d.decided_by && %(owners)s::text[]")
-        if plan.statuses:
-            cond.append("d.status = ANY(%(statuses)s)")
-        if plan.time_range:
-            cond.append(
-                "(%(start)s::timestamptz IS NULL OR d.decided_at >= %(start)s OR d.valid_until >= %(start)s)"
-                " AND (%(end)s::timestamptz IS NULL OR d.decided_at < %(end)s)"
-            )
-        if not has_filter:
-            cond.append("d.tags && %(kws)s::text[]")
-        parts.append(
-            "(SELECT 'decision' AS t, d.id::text AS id, (d.tags && %(kws)s::text[]) AS tagged, d.decided_at AS at"
-            f" FROM decisions d WHERE {' AND '.join(cond)} ORDER BY d.decided_at DESC LIMIT %(k)s)"
-        )
+        parts.append(_listed(_DECISIONS, scope.decisions("d"), plan, by_tags=not has_filter))
     if "action" in want:
-        cond = [scope.actions("a")]
-        if plan.friendly_ids:
-            cond.append("a.friendly_id = ANY(%(friendly)s)")
-        if plan.owner_ids:
-            cond.append("a.owner_id = ANY(%(owners)s)")
-        if plan.statuses:
-            cond.append("a.status = ANY(%(statuses)s)")
-        if plan.time_range:
-            cond.append(
-                f"(%(start)s::timestamptz IS NULL OR {_ACTION_TIME} >= %(start)s OR a.deadline >= %(start)s"
-                " OR a.completed_at >= %(start)s)"
-                f" AND (%(end)s::timestamptz IS NULL OR {_ACTION_TIME} < %(end)s)"
-            )
-        if not has_filter:
-            cond.append("a.tags && %(kws)s::text[]")
-        parts.append(
-            f"(SELECT 'action' AS t, a.id::text AS id, (a.tags && %(kws)s::text[]) AS tagged, {_ACTION_TIME} AS at"
-            f" FROM actions a WHERE {' AND '.join(cond)} ORDER BY {_ACTION_TIME} DESC LIMIT %(k)s)"
-        )
+        parts.append(_listed(_ACTIONS, scope.actions("a"), plan, by_tags=not has_filter))
     sql = f"SELECT t, id, tagged, at FROM ({' UNION ALL '.join(parts)}) x ORDER BY tagged DESC, at DESC LIMIT %(k)s"
     return fetch(sql, params, want)
 
