@@ -250,7 +250,11 @@ def _action_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
     sources = [w.msgs[i].text for i in record.evidence]
     owner = w.name(record.owner.user_id) if record.owner else "Someone"
     actor = w.name(msg.author_id)
-    task = restate.task(record.segment if record.segment is not None else msg.text, actor, owner)
+    # A promise's "you" is whoever the owner answers: the last one before it who is not its author.
+    answered = next((m.author_id for m in reversed(w.msgs[: record.anchor]) if m.author_id != msg.author_id), None)
+    task = restate.task(
+        record.segment if record.segment is not None else msg.text, actor, owner, w.name(answered) if answered else None
+    )
     if task and task.casefold().startswith(f"{owner.casefold()} "):
         text = restate.sentence(task)  # "Wendell is happy presenting it": not a "to do" form
     elif task and _NEGATED.match(task):

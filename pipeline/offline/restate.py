@@ -90,8 +90,14 @@ def third_person(text: str, actor: str, addressee: str | None = None) -> str:
     out = re.sub(r"\b(me)\b", actor, out, flags=re.IGNORECASE)
     out = re.sub(r"\bmy\b", "their", out, flags=re.IGNORECASE)
     if addressee:
+        for contraction, verb in (("re", "is"), ("ve", "has"), ("ll", "will"), ("d", "would")):
+            out = re.sub(rf"\byou'{contraction}\b", f"{addressee} {verb}", out, flags=re.IGNORECASE)
         out = re.sub(r"\byour\b", f"{addressee}'s", out, flags=re.IGNORECASE)
         out = re.sub(r"\byou\b", addressee, out, flags=re.IGNORECASE)
+        # A closing vocative ("… if you're swamped, Declan") is said once the "you" became the name.
+        closing = re.search(rf",?\s+{re.escape(addressee)}[.!?]*$", out)
+        if closing and addressee in out[: closing.start()]:
+            out = out[: closing.start()]
     for pattern, replacement in _PRONOUNS:
         out = re.sub(pattern, replacement, out, flags=re.IGNORECASE)
     return out
@@ -167,6 +173,7 @@ _REQUEST_LEAD = re.compile(
     r"|^.*?\bneed you to\s+|^.*?\bare you (?:ok|okay|able|happy) to\s+|^.*?\bmind\s+(?=\w+ing\b)",
     re.IGNORECASE,
 )
+_ASK_FOR = re.compile(r"^.*?\b(?:can|could|may) i (?:please )?(?:have|get|grab)\s+(?:a copy of\s+)?", re.IGNORECASE)
 _COMMIT_LEAD = re.compile(
     r"^.*?\b(?:i'?ll|i will|i can|i'?m going to|i'?m gonna|i'?m(?=\s+\w+ing\b)|i)\s+"
     r"(?:also\s+|just\s+|then\s+|go ahead and\s+)?",
@@ -202,10 +209,20 @@ def content_words(text: str) -> list[str]:
     return [w for w in words(clean(text)) if w not in _STOP and len(w) > 1]
 
 
+_SUBORDINATE = re.compile(
+    r"^(?:before|after|if|unless|when|whenever|while|although|though|once|until|as soon as|in case)\b", re.I
+)
+
+
 def _first_clause(text: str) -> str:
-    """The text up to its first aside (a parenthesis, a dash, a reason, a 'but'), if that leaves enough."""
+    """The text up to its first aside (a parenthesis, a dash, a reason, a 'but'), if that leaves enough.
+    A lead that cannot stand alone ("Before anyone asks — …", "If it helps, …") gives way to what follows."""
     match = _ASIDE.search(text)
     if match and len(text[: match.start()].split()) >= 4:
+        rest = clean(text[match.end() :])
+        dash = match.group(0).strip() in {"-", "\u2013", "\u2014"}
+        if dash and _SUBORDINATE.match(text) and len(rest.split()) >= 4:
+            return _first_clause(rest)
         return text[: match.start()]
     return text
 
@@ -224,14 +241,17 @@ def normal_form(text: str, actor: str, addressee: str | None = None) -> str:
     return third_person(core, actor, addressee).strip()
 
 
-def task(text: str, actor: str, owner: str) -> str:
-    """What an action asks or promises, without "can you"/"I'll" framing, in the third person."""
+def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str:
+    """What an action asks or promises, without "can you"/"I'll" framing, in the third person. In a promise,
+    "you" is `addressee` (whoever the owner answers), when known."""
     cleaned = _without_vocative(clean(text), owner)
     for part in sentences(cleaned) or [cleaned]:
+        if match := _ASK_FOR.search(part):  # "could I have the shortlist" asks for it to be sent
+            return _verb_phrase(f"send {actor} " + third_person(_first_clause(part[match.end() :]), actor, owner))
         if match := _REQUEST_LEAD.search(part):
             return _verb_phrase(third_person(_first_clause(part[match.end() :]), actor, owner))
         if match := _COMMIT_LEAD.search(part):
-            return _verb_phrase(third_person(_first_clause(part[match.end() :]), owner))
+            return _verb_phrase(third_person(_first_clause(part[match.end() :]), owner, addressee))
     return _verb_phrase(normal_form(cleaned, actor, owner))
 
 

@@ -90,6 +90,23 @@ def test_a_self_commitment_is_owned_by_its_author() -> None:
     assert actions[0].description.startswith("Ana to ")
 
 
+def test_a_promise_says_who_it_is_made_to_instead_of_you() -> None:
+    msgs = window(
+        (CARA, "the steering meeting moved to Thursday morning"),
+        (ANA, "I'll send you the vendor shortlist and your copy of the scoring sheet by Wednesday"),
+    )
+    [action] = [a for a in extract(msgs, CTX).actions if "m2" in a.source_msg_ids]
+    assert action.owner_id == ANA.user_id
+    assert "Cara" in action.description and not re.search(r"\byou", action.description, re.I), action.description
+
+
+def test_asking_to_have_something_is_a_request_to_send_it() -> None:
+    msgs = window((CARA, "@ana could I have the vendor shortlist before the steering meeting?"), (ANA, "yes, will do"))
+    [action] = [a for a in extract(msgs, CTX).actions if "m1" in a.source_msg_ids]
+    assert action.owner_id == ANA.user_id
+    assert action.description.startswith("Ana to send Cara "), action.description
+
+
 def test_a_request_naming_no_one_is_owned_by_the_member_who_takes_it_up() -> None:
     msgs = window(
         (CARA, "the staging certificate runs out on Friday"),

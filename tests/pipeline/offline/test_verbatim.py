@@ -65,6 +65,18 @@ def test_fit_drops_the_words_that_carry_least_before_cutting_what_a_record_is_ab
     assert "has been silent" in fit(said, [said]) and "have not moved" in fit(said, [said])  # they stay
 
 
+def test_a_lead_that_cannot_stand_alone_gives_way_to_the_clause_after_it() -> None:
+    said = normal_form("Before the auditors ask — the loading bay cameras keep footage for ninety days now", "Ola")
+    assert said.lower().startswith("the loading bay cameras keep footage for ninety days"), said
+    reason = normal_form("Once the pallets clear customs we ship from Rotterdam, so the route stays the same", "Ola")
+    assert reason.startswith("Once the pallets clear customs")  # no dash: the lead is part of the clause
+
+
+def test_a_promise_names_the_person_its_you_meant() -> None:
+    said = task("I'll ring you once you're back from the depot, Priit", "Mina", "Mina", "Priit")
+    assert said == "ring Priit once Priit is back from the depot", said
+
+
 def test_normal_form_is_third_person_without_the_chat_framing() -> None:
     said = normal_form("ok so I'm moving the standup to 10:30 from next week, because of the school run", "Dana")
     assert said.startswith("Dana is moving the standup")
