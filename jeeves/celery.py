@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from celery import Celery
+from celery import Celery, concurrency
 from celery.schedules import crontab
 from celery.signals import beat_init, task_postrun, task_prerun, worker_init, worker_process_shutdown
 from kombu import Exchange
@@ -15,6 +15,10 @@ from ground.queues import TIME_LIMITS, Queue
 from jeeves.startup import refuse_unsafe_start, require_offline_engine
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
+
+# `--pool threads` is Celery's thread pool with a wake-up of the worker's loop when a task ends
+# (jeeves/threadpool.py: without it a threads worker fetched a message every 5-10 s, celery/celery#6941).
+concurrency.ALIASES["threads"] = "jeeves.threadpool:TaskPool"
 
 app = Celery("jeeves")
 
