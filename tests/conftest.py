@@ -235,8 +235,13 @@ class WorkerProcess:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stop() reaches prefork children too
         )
-        wait_for(lambda: b"ready." in self.log_path.read_bytes() or self.proc.poll() is not None, timeout=90)
+        try:  # a worker that never got ready (a timeout, an interrupt) is stopped all the same
+            wait_for(lambda: b"ready." in self.log_path.read_bytes() or self.proc.poll() is not None, timeout=90)
+        except BaseException:
+            self.stop()
+            raise
         if self.proc.poll() is not None:
+            self.stop()
             raise RuntimeError(f"celery worker exited at start:\n{self.log()}")
 
     def log(self) -> str:
@@ -317,8 +322,13 @@ class WebProcess:
                 return False
             return True
 
-        wait_for(up, timeout=90, interval=0.2)
+        try:  # a web process that never answered (a timeout, an interrupt) is stopped all the same
+            wait_for(up, timeout=90, interval=0.2)
+        except BaseException:
+            self.stop()
+            raise
         if self.proc.poll() is not None:
+            self.stop()
             raise RuntimeError(f"web process exited at start:\n{self.log()}")
 
     def log(self) -> str:

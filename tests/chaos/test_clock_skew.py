@@ -27,7 +27,11 @@ def test_a_worker_20_seconds_ahead_processes_everything_and_reports_its_skew(cha
         "JEEVES_CHAOS_CLOCK_SHIFT_S": str(SHIFT_S),
     }
     web = harness.WebProcess(env)
-    worker = harness.start_worker(worker_env, "chaos-clock")
+    try:  # a worker that fails to start leaves no web process behind
+        worker = harness.start_worker(worker_env, "chaos-clock")
+    except BaseException:
+        web.stop()
+        raise
     traffic = harness.Traffic(web.url)
     try:
         traffic.open_channels(3)

@@ -65,7 +65,11 @@ def test_reordered_duplicated_and_early_events_end_as_in_order(chaos_redis, reco
     fake = harness.provider()
     env = harness.stack_env(broker, fake)
     web = harness.WebProcess(env)
-    worker = harness.start_worker(env, "chaos-order")
+    try:  # a worker that fails to start leaves no web process behind
+        worker = harness.start_worker(env, "chaos-order")
+    except BaseException:
+        web.stop()
+        raise
     traffic = harness.Traffic(web.url)
     alice, bob = f"{uuid.uuid4()}@{harness.DOMAIN}", f"{uuid.uuid4()}@{harness.DOMAIN}"
     try:

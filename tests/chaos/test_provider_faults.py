@@ -94,7 +94,11 @@ def _run(chaos_redis, faults: list[str], record_row) -> None:
     # The slot's own fallback is the offline engine, as configured by default.
     env = harness.stack_env(broker, fake, JEEVES_LLM_TIMEOUT_MS="5000")
     web = harness.WebProcess(env)
-    worker = harness.start_worker(env, "chaos-provider")
+    try:  # a worker that fails to start leaves no web process behind
+        worker = harness.start_worker(env, "chaos-provider")
+    except BaseException:
+        web.stop()
+        raise
     traffic = harness.Traffic(web.url)
     try:
         for n, fault in enumerate(faults):

@@ -28,7 +28,11 @@ def test_a_publish_that_fails_after_the_receipt_is_processed_once_after_the_retr
         "JEEVES_CHAOS_PUBLISH_FAULT": spec,
     }
     web = harness.WebProcess(web_env)
-    worker = harness.start_worker(env, "chaos-publish")
+    try:  # a worker that fails to start leaves no web process behind
+        worker = harness.start_worker(env, "chaos-publish")
+    except BaseException:
+        web.stop()
+        raise
     traffic = harness.Traffic(web.url)
     try:
         traffic.open_channels(3)
