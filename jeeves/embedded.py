@@ -26,7 +26,12 @@ def local_value(data_root: Path, name: str, make: Callable[[], str]) -> str:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(make())
         tmp.chmod(0o600)
-        tmp.replace(path)  # atomic: two processes starting together agree on one value
+        try:
+            os.link(tmp, path)  # the first of two processes starting together wins; the other reads its value
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
     return path.read_text().strip()
 
 

@@ -91,7 +91,10 @@ def django_db_modify_db_settings(postgres_server: dict[str, object]) -> None:
     for key in ("HOST", "PORT", "USER", "PASSWORD"):
         connections["default"].settings_dict[key] = postgres_server.get(key, "")
     connections["default"].settings_dict["NAME"] = "jeeves"
-    connections["default"].settings_dict["TEST"]["NAME"] = "test_jeeves"
+    # Under pytest-xdist (scripts/test runs two sessions side by side) each session has a test database of its
+    # own, should they share one server (DATABASE_URL); with the embedded server each has its own server too.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    connections["default"].settings_dict["TEST"]["NAME"] = f"test_jeeves_{worker}" if worker else "test_jeeves"
 
 
 def database_url() -> str:
@@ -350,9 +353,12 @@ class WebProcess:
             self._log.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def celery_worker_process(django_db_setup, django_db_blocker, redis_url: str) -> Iterator[WorkerProcess]:
-    """One real worker consuming every queue, for integration tests (use transactional db tests)."""
+    """One real worker consuming every queue, for integration tests (use transactional db tests). Per module: a
+    worker left running for the rest of the session would consume the session's queues under every later test,
+    among them tests that read those queues or start a worker of their own on them (which later tests those
+    are depends on the order, and scripts/test runs files in two sessions side by side)."""
     worker = WorkerProcess("classify,extract,embed,respond,summarise", service_env(redis_url))
     yield worker
     worker.stop()

@@ -281,7 +281,11 @@ def test_message_text_never_reaches_a_log_line(client, caplog):
 @pytest.mark.parametrize(
     ("where", "poison", "field"),
     [
-        ("conversationId.id", f"{uuid.uuid4()}\x00", "text_message.conversationId.id: control_character"),
+        (
+            "conversationId.id",
+            "9b0d8608-779e-4941-9cfb-31de8488a7bb\x00",
+            "text_message.conversationId.id: control_character",
+        ),
         ("sender.id", "\x00", "text_message.sender.id: control_character"),
         ("messageId", "m-\x00-1", "text_message.messageId: control_character"),
         ("timestamp", "9999-12-31T23:59:59-14:00", "text_message.timestamp: timestamp_out_of_range"),
