@@ -51,6 +51,7 @@ class Run:
     expired: int
     model_calls: int
     busy: dict[str, tuple[int, float]] = field(default_factory=dict)  # queue → (tasks, seconds in tasks)
+    slots: dict[str, int] = field(default_factory=dict)  # queue → tasks its worker runs at once
 
     @property
     def rate(self) -> float:
@@ -239,6 +240,7 @@ def run_setting(
                 f.seek(offsets[queue])
                 times = [float(m) for m in _SUCCEEDED.findall(f.read())]
             run.busy[queue] = (len(times), sum(times))
+        run.slots = {"classify": concurrency, "extract": concurrency, "embed": embed[0]}
         return run
 
 
@@ -319,8 +321,11 @@ def main() -> None:
 
 
 def _line(run: Run) -> str:
+    # Busy: time in tasks over the time its slots had (wall x concurrency): well below 100 % is a worker waiting
+    # for work (posting held back, debounce), not working.
     tiers = ", ".join(
-        f"{q} {n} tasks {1000 * s / max(n, 1):.0f} ms each ({1000 * s / run.messages:.0f} ms/message)"
+        f"{q} {n} tasks {1000 * s / max(n, 1):.0f} ms each ({1000 * s / run.messages:.0f} ms/message,"
+        f" busy {100 * s / (run.seconds * run.slots.get(q, 1)):.0f} %)"
         for q, (n, s) in run.busy.items()
     )
     return (

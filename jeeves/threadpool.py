@@ -5,7 +5,7 @@ With the Redis broker the worker fetches a message only from its event loop, and
 (`worker_prefetch_multiplier=1`: one message per thread). Celery's own thread pool acknowledges a task on the
 thread that ran it and tells the loop nothing, so the loop, blocked in `poll()` with no socket to watch, does
 not fetch the next message until its next timer, up to 10 s later (celery/celery#6941). A model-bound queue on
-threads then ran a 0.3 s task every 5-10 s with its queue full (bench/pipeline.py: 0.8 model calls/s at
+threads then ran a 0.3 s task every 5-10 s with its queue full (bench/pipeline_throughput.py: 0.8 calls/s at
 concurrency 2). Here each task's end writes a byte to a pipe the loop watches: the loop wakes, sees the room
 the acknowledgement made, and fetches at once.
 """
@@ -26,11 +26,12 @@ class TaskPool(thread.TaskPool):
 
     def register_with_event_loop(self, loop: Any) -> None:
         super().register_with_event_loop(loop)
-        read_fd, write_fd = os.pipe()
-        os.set_blocking(read_fd, False)
-        os.set_blocking(write_fd, False)
-        self._read_fd, self._wake_fd = read_fd, write_fd
-        loop.add_reader(read_fd, self._drain)
+        if self._read_fd is None:  # registered again (a new loop after a lost broker): the same pipe
+            read_fd, write_fd = os.pipe()
+            os.set_blocking(read_fd, False)
+            os.set_blocking(write_fd, False)
+            self._read_fd, self._wake_fd = read_fd, write_fd
+        loop.add_reader(self._read_fd, self._drain)
 
     def _drain(self, *_: Any) -> None:
         try:
