@@ -427,7 +427,7 @@ def extract(
                 tags=topic.terms(thread, ctx, msg_ids),
                 decided_by=list(dict.fromkeys(w.msgs[i].author_id for i in record.evidence)),
                 source_msg_ids=msg_ids,
-                confidence=round(max(w.scored.p("decision_ev", i) for i in record.evidence), 2),
+                confidence=w.scored.confidence("decision", max(w.scored.p("decision_ev", i) for i in record.evidence)),
             )
         )
     found_actions = _actions(w)
@@ -446,7 +446,7 @@ def extract(
                 owner_id=record.owner.user_id if record.owner else None,
                 deadline=_deadline(w, record),
                 source_msg_ids=msg_ids,
-                confidence=round(w.scored.p("action_ev", record.anchor), 2),
+                confidence=w.scored.confidence("action", w.scored.p("action_ev", record.anchor)),
                 status="done" if record.done else "open",
                 tags=topic.terms(thread, ctx, msg_ids),
             )

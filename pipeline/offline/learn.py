@@ -15,6 +15,7 @@ is replayed once with the final engine and reported, never used to choose.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Any
 
@@ -175,9 +176,13 @@ def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict
     }
     for engine in by_conv.values():
         engine.params = params
-    train_cv = replay.score([replay.run(conv, by_conv[k]) for k, conv in enumerate(train)])
+    cv_runs = [replay.run(conv, by_conv[k]) for k, conv in enumerate(train)]
+    train_cv = replay.score(cv_runs)
+    # Confidence: the fold engines' records, right or not, map their head's probability to a chance.
+    params = {**params, **calibration(cv_runs, seed)}
     final = fit_engine(data, everything, seed, thresholds1, thresholds2, params)
-    dev_figures = replay.score([replay.run(conv, final) for conv in dev]) if dev else {}
+    dev_runs = [replay.run(conv, final) for conv in dev]
+    dev_figures = {**replay.score(dev_runs), **reliability(dev_runs)} if dev else {}
     label_oof = {name: f1 for name, (_, f1) in zip(model.CATEGORIES + model.EXTRACT_HEADS, t1 + t2, strict=True)}
     meta = {
         **training.common_meta(train, seed),
@@ -191,6 +196,51 @@ def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict
     artefacts.save(NAME, final.arrays(), meta)
     model._loaded = None
     return {"train_cv": meta["train_cv"], "dev": meta["dev"], "params": params}
+
+
+KINDS = (("decision", "decisions"), ("action", "actions"))
+BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.01)
+
+
+def _judged(runs: list[replay.Replayed], records: str) -> tuple[np.ndarray, np.ndarray]:
+    """Each replayed record's confidence and whether it matches a gold record (the evalsets' rule)."""
+    confidence, right = [], []
+    for run_ in runs:
+        found = getattr(run_.result, records)
+        gold = run_.conversation.gold[records]
+        pairs = replay.match([set(r.source_msg_ids) for r in found], [set(g["evidence"]) for g in gold])
+        matched = {i for i, _ in pairs}
+        confidence += [r.confidence for r in found]
+        right += [i in matched for i in range(len(found))]
+    return np.asarray(confidence, dtype=float), np.asarray(right, dtype=int)
+
+
+def calibration(runs: list[replay.Replayed], seed: int) -> dict[str, float]:
+    """Platt scaling per record kind: P(right) = sigmoid(a * logit(confidence) + b), on `runs`' records."""
+    out: dict[str, float] = {}
+    for kind, records in KINDS:
+        p, y = _judged(runs, records)
+        if len(set(y)) < 2:
+            continue
+        z = np.log(np.clip(p, 0.01, 0.99) / (1 - np.clip(p, 0.01, 0.99))).reshape(-1, 1)
+        fitted = LogisticRegression(C=1.0, random_state=seed).fit(z, y)
+        out[f"{kind}_cal_a"] = round(float(fitted.coef_[0][0]), 4)
+        out[f"{kind}_cal_b"] = round(float(fitted.intercept_[0]), 4)
+    return out
+
+
+def reliability(runs: list[replay.Replayed]) -> dict[str, str]:
+    """The reliability table of `runs`' records: per confidence band, how many and what share were right."""
+    out = {}
+    for kind, records in KINDS:
+        p, y = _judged(runs, records)
+        bands = []
+        for lo, hi in itertools.pairwise(BINS):
+            inside = (p >= lo) & (p < hi)
+            if inside.any():
+                bands.append(f"{lo:.1f}-{min(hi, 1.0):.1f}: {int(inside.sum())} records, {y[inside].mean():.2f} right")
+        out[f"{kind}_reliability"] = "; ".join(bands)
+    return out
 
 
 def _owner_threshold(y: np.ndarray, p: np.ndarray) -> tuple[float, float]:

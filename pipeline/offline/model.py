@@ -14,6 +14,7 @@ record builder has a few parameters tuned on train the same way. Fitted by `jeev
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,24 @@ DEFAULT_PARAMS = {
     "done_cosine": 0.35,  # a later update by the owner this close to the action completes it
     "decision_anchor_scale": 1.0,  # the anchor heads' thresholds scaled for record-level F1
     "action_anchor_scale": 1.0,
+    # A record's confidence: its head's probability mapped to the chance that such a record is right,
+    # sigmoid(a * logit(p) + b), fitted on train's cross-validated records (identity until fitted).
+    "decision_cal_a": 1.0,
+    "decision_cal_b": 0.0,
+    "action_cal_a": 1.0,
+    "action_cal_b": 0.0,
 }
+
+
+def _logit(p: float) -> float:
+    p = min(0.99, max(0.01, p))
+    return math.log(p / (1 - p))
+
+
+def calibrated(params: dict[str, float], kind: str, p: float) -> float:
+    """The confidence of a `kind` ("decision"/"action") record whose head gave probability `p`."""
+    z = params.get(f"{kind}_cal_a", 1.0) * _logit(p) + params.get(f"{kind}_cal_b", 0.0)
+    return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
 
 
 def expected_meta() -> dict[str, Any]:
@@ -77,6 +95,10 @@ class Scored:
         if head in CATEGORIES:
             return float(self.tier1[i, CATEGORIES.index(head)])
         return float(self.tier2[i, EXTRACT_HEADS.index(head)])
+
+    def confidence(self, kind: str, p: float) -> float:
+        """A record's calibrated confidence (`calibrated` with this engine's parameters), to two places."""
+        return round(calibrated(self.engine.params, kind, p), 2)
 
     def over(self, head: str, i: int, scale: str | None = None) -> bool:
         """Is message `i` over `head`'s threshold (scaled by the parameter `scale`, default `<head>_scale`)?"""
