@@ -267,6 +267,20 @@ def cite(
     return chosen
 
 
+# A record's confidence is the calibrated chance that it is right (pipeline.offline.model.calibrated); under
+# this the record is more likely wrong than right, and the answer says so rather than vouch for it.
+DOUBTFUL_BELOW = 0.5
+_DOUBTS = {
+    "decision": "I confess some doubt that this was settled rather than merely proposed.",
+    "action": "I confess some doubt that anyone took this on.",
+}
+
+
+def _doubt(record: Record) -> str | None:
+    """The caveat an answer resting on `record` owes the asker, if its confidence is under DOUBTFUL_BELOW."""
+    return _DOUBTS.get(record.type) if record.confidence < DOUBTFUL_BELOW else None
+
+
 def offline_answer(
     plan: QueryPlan,
     pack: ContextPack,
@@ -287,6 +301,8 @@ def offline_answer(
         rest.remove(older if newer.key == lead.key else newer)
     else:
         sentences = [speaker.lead(lead, form)]
+        if doubt := _doubt(lead):
+            sentences.append(doubt)
     others = [next(r for r in pair if r.key != lead.key) for pair in contradictions]
     sentences.extend(speaker.support(r) for r in rest if r not in others)
     for other in others:

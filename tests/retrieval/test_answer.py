@@ -4,6 +4,7 @@ are spoken, and a model's answer is checked. Every sentence here is written for 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import UTC, datetime
 
@@ -54,6 +55,15 @@ KEEP_LONGER = rec(
     "decision", 5, "Invoices are kept for ten years, to match the auditors' rule", at=datetime(2026, 3, 9, tzinfo=UTC)
 )
 KEEP_OLD = rec("decision", 2, KEEP.text, status="superseded", superseded_by="DEC-0005", decided_by=["u1@x"])
+
+
+def test_an_answer_resting_on_a_doubtful_record_says_so_and_a_sure_one_does_not():
+    maybe = rec("decision", 7, "Archive boxes go to the basement store", decided_by=["u1@x"])
+    doubtful = dataclasses.replace(maybe, confidence=0.35)
+    hedged = answer("What did we decide about the archive boxes?", [doubtful])
+    assert first_sentence(hedged).startswith("Archive boxes go to the basement store")
+    assert "some doubt" in hedged and "merely proposed" in hedged
+    assert "doubt" not in answer("What did we decide about the archive boxes?", [maybe])
 
 
 def test_the_form_follows_the_question():
