@@ -222,7 +222,7 @@ def calibration(runs: list[replay.Replayed], seed: int) -> dict[str, float]:
         p, y = _judged(runs, records)
         if len(set(y)) < 2:
             continue
-        z = np.log(np.clip(p, 0.01, 0.99) / (1 - np.clip(p, 0.01, 0.99))).reshape(-1, 1)
+        z = np.array([model.logit(x) for x in p]).reshape(-1, 1)
         fitted = LogisticRegression(C=1.0, random_state=seed).fit(z, y)
         out[f"{kind}_cal_a"] = round(float(fitted.coef_[0][0]), 4)
         out[f"{kind}_cal_b"] = round(float(fitted.intercept_[0]), 4)

@@ -43,14 +43,15 @@ DEFAULT_PARAMS = {
 }
 
 
-def _logit(p: float) -> float:
+def logit(p: float) -> float:
+    """log(p / (1 - p)), with `p` kept within [0.01, 0.99] (a head's probability is never certain)."""
     p = min(0.99, max(0.01, p))
     return math.log(p / (1 - p))
 
 
 def calibrated(params: dict[str, float], kind: str, p: float) -> float:
     """The confidence of a `kind` ("decision"/"action") record whose head gave probability `p`."""
-    z = params.get(f"{kind}_cal_a", 1.0) * _logit(p) + params.get(f"{kind}_cal_b", 0.0)
+    z = params.get(f"{kind}_cal_a", 1.0) * logit(p) + params.get(f"{kind}_cal_b", 0.0)
     return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
 
 

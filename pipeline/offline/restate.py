@@ -8,6 +8,7 @@ order and shares no ten-word run with one.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 
@@ -309,17 +310,18 @@ def _trim(tokens: list[str]) -> list[str]:
 # The words a record gives up first when it must keep less of its message, in this order: they carry
 # the least (chat intensifiers, then articles, then auxiliaries and "that"/"its"/"their", which headlines drop
 # too). The words that carry the knowledge — names, figures, dates, verbs, negations — are never among them.
+_BE = frozenset({"is", "are", "was", "were", "am"})
+_HAVE = frozenset({"has", "have", "had"})
 _COMPRESSIBLE = (
     frozenset("just really basically actually literally pretty quite very anyway definitely honestly".split())
     | {"also", "too", "then"},
     frozenset("the a an".split()),
-    frozenset("is are was were has have had am".split()),
+    _BE | _HAVE,
     frozenset("that its their".split()),
 )
 _MIN_KEPT = 0.5  # compression stops at half the words; past that the tail is cut instead
 
 
-_HAVE = frozenset({"has", "have", "had"})
 _NOT_AFTER_AUX = frozenset({"not", "no", "never", "been", "being", "to"})
 
 
@@ -329,7 +331,7 @@ def _droppable_before(word: str, following: str) -> bool:
     nxt = following.casefold().strip(",;:.")
     if word in _HAVE:
         return nxt not in _NOT_AFTER_AUX and nxt.endswith(("ed", "en", "ne", "wn"))
-    if word in ("is", "are", "was", "were", "am"):
+    if word in _BE:
         return nxt.isalpha() and nxt not in _NOT_AFTER_AUX
     return True
 
@@ -337,7 +339,7 @@ def _droppable_before(word: str, following: str) -> bool:
 def _compress(tokens: list[str], fits: Callable[[list[str]], bool]) -> list[str]:
     """`tokens` with the least informative words dropped, class by class and first to last, until `fits`
     (or only words that carry something are left). A dropped word's trailing punctuation stays."""
-    floor = max(3, -(-len(tokens) * _MIN_KEPT // 1))
+    floor = max(3, math.ceil(len(tokens) * _MIN_KEPT))
     for droppable in _COMPRESSIBLE:
         i = 0
         while i < len(tokens) and len(tokens) > floor:
