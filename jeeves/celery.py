@@ -11,6 +11,7 @@ from celery.signals import beat_init, task_postrun, task_prerun, worker_init, wo
 from kombu import Exchange
 from kombu import Queue as KombuQueue
 
+from ground import broker
 from ground.queues import TIME_LIMITS, Queue
 from jeeves.startup import refuse_unsafe_start, require_offline_engine
 
@@ -19,6 +20,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
 # `--pool threads` is Celery's thread pool with a wake-up of the worker's loop when a task ends
 # (jeeves/threadpool.py: without it a threads worker fetched a message every 5-10 s, celery/celery#6941).
 concurrency.ALIASES["threads"] = "jeeves.threadpool:TaskPool"
+# redis:// and rediss:// brokers use kombu's Redis transport with a publishing channel that reuses its Redis
+# client and can join the webhook's pipeline (ground/broker.py).
+broker.register()
 
 app = Celery("jeeves")
 

@@ -24,7 +24,7 @@ from celery import current_app
 from django.conf import settings
 from redis.client import Pipeline
 
-from ground import keys
+from ground import broker, keys
 from ground.queues import LOW_PRIORITY, Queue
 from ground.redis import get_redis
 from knowledge import channels, forgetting, receipts
@@ -144,40 +144,15 @@ def _admit(event: TextMessage) -> str:
         return "queued"
 
 
-class _OnPipeline:
-    """A kombu publish batch whose Redis commands join the caller's pipeline.
-
-    kombu's Producer hands a publish to the batch it finds in `producer._batch_local.current` (what
-    `Producer.batch()` sets), and its Redis transport adds the publish's commands (the LPUSH onto the
-    queue) to that batch instead of sending them (`_publish_batch`). This one adds them to the
-    pipeline that also carries the window push and the claim check: one round trip for all three.
-    """
-
-    def __init__(self, pipe: Pipeline) -> None:
-        self.pipe = pipe
-
-    def publish(self, channel: object, message: dict, **kwargs: object) -> None:
-        channel.basic_publish(message, _publish_batch=self, **kwargs)  # type: ignore[attr-defined]
-
-    def add(self, name: str, *args: object) -> None:
-        getattr(self.pipe, name)(*args)
-
-
-def _joins_pipeline(producer: object) -> bool:
-    """Whether a publish on `producer` can go on Jeeves' own Redis pipeline: a kombu with publish batches
-    (5.7+), a Redis broker that is the server and database of REDIS_URL, and no key prefix of its own."""
-    channel = getattr(producer, "channel", None)
-    return (
-        hasattr(producer, "_batch_local")
-        and hasattr(channel, "create_publish_batch")
-        and not getattr(channel, "global_keyprefix", "")
-        and current_app.conf.broker_url == settings.REDIS_URL
-    )
+def _joins_pipeline(producer: object, pipe: Pipeline) -> bool:
+    """Whether a publish on `producer` can go on Jeeves' own Redis pipeline `pipe`: Jeeves' kombu channel
+    (ground/broker.py) on the pipeline's server and database, with no key prefix of its own."""
+    return broker.joins_pipelines(getattr(producer, "channel", None), pipe)
 
 
 def _publish_classify(event: TextMessage, epoch: int, pipe: Pipeline, over_rate: bool = False) -> None:
     """Publish Tier 1 for an admitted message, before its receipt commits (see the module's docstring),
-    and execute `pipe`: the publish's LPUSH goes last on it when it can (`_OnPipeline`), else the
+    and execute `pipe`: the publish's LPUSH goes last on it when it can (`broker.publishing_on`), else the
     publish follows the pipeline. Either way the text is parked before a worker can see the task.
 
     A message over its channel's rate is still published, at the lowest priority (Redis serves the other
@@ -202,17 +177,22 @@ def _publish_classify(event: TextMessage, epoch: int, pipe: Pipeline, over_rate:
     cfg = settings.JEEVES
     # The arguments' representation (what Flower shows) is given: ids only, and Celery's own saferepr of
     # them cost about half of the publish's CPU on this hot path.
-    options.update(kwargs=kwargs, expires=cfg.queue_ttl_s + cfg.clock_skew_s, argsrepr="()", kwargsrepr=repr(kwargs))
+    # declare=[]: Celery would declare the queue (bind a copy of it to the channel, then find it declared)
+    # on every publish; the publish goes to the queue's list by name and the workers declare their queues.
+    options.update(
+        kwargs=kwargs,
+        expires=cfg.queue_ttl_s + cfg.clock_skew_s,
+        argsrepr="()",
+        kwargsrepr=repr(kwargs),
+        declare=[],
+    )
     with current_app.producer_or_acquire() as producer:
-        if not _joins_pipeline(producer):
+        if not _joins_pipeline(producer, pipe):
             pipe.execute()
             classify_message.apply_async(producer=producer, **options)
             return
-        producer._batch_local.current = _OnPipeline(pipe)
-        try:
+        with broker.publishing_on(pipe):
             classify_message.apply_async(producer=producer, **options)
-        finally:
-            del producer._batch_local.current
     pipe.execute()
 
 

@@ -85,14 +85,15 @@ def test_text_is_received_windowed_parked_and_classified(client, channel, publis
 
 def test_window_claim_check_and_publish_travel_in_one_redis_round_trip(client, channel, published, monkeypatch):
     """The classify task's LPUSH joins the pipeline of the window push and the claim check (after them, so
-    a worker never sees a task whose text is not parked yet): one Redis round trip per message, two with the
-    per-channel token bucket — with kombu's publish batches (5.7); with 5.6, the publish is a round trip
-    of its own."""
+    a worker never sees a task whose text is not parked yet; ground/broker.py): one Redis round trip per
+    message, two with the per-channel token bucket."""
     from redis.connection import AbstractConnection
 
+    from ground import broker
+    from ground.redis import get_redis
     from wire_bridge import ingest
 
-    assert say(client, channel, "m0", "warming up the producer").json() == {"status": "queued"}  # declares once
+    assert say(client, channel, "m0", "warming up the producer").json() == {"status": "queued"}
     sent: list[int] = []
     real = AbstractConnection.send_packed_command
 
@@ -103,24 +104,23 @@ def test_window_claim_check_and_publish_travel_in_one_redis_round_trip(client, c
     from jeeves.celery import app as celery_app
 
     with celery_app.producer_or_acquire() as producer:
-        # kombu 5.7's publish batches let the LPUSH join the pipeline; with 5.6 (pinned: requirements.txt) the
-        # publish follows it, one round trip more.
-        trips = 1 if ingest._joins_pipeline(producer) else 2
+        assert isinstance(producer.channel, broker.Channel)
+        assert ingest._joins_pipeline(producer, get_redis().pipeline())
     monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
     with override_settings(JEEVES=wire_config(channel_rate=0)):  # no per-channel bucket
         assert say(client, channel, "m1", "shall we retry three times").json() == {"status": "queued"}
-    assert len(sent) == trips
+    assert len(sent) == 1
     # With the bucket (the default) its EVAL goes first, on a round trip of its own: its answer sets the
     # publish's priority.
     assert say(client, channel, "m1b", "and once more with the bucket").json() == {"status": "queued"}
     monkeypatch.undo()
-    assert len(sent) == 2 * trips + 1
+    assert len(sent) == 3
     assert [t["wire_msg_id"] for t in classify_tasks(published)] == ["m0", "m1", "m1b"]
     assert [m.id for m in window.read(channel)] == ["m0", "m1", "m1b"]
     assert claimcheck.claim(claimcheck.key_for(channel, "m1")) == "shall we retry three times"
 
-    # Where the producer cannot join the pipeline (an older kombu, another broker), the publish follows it.
-    monkeypatch.setattr(ingest, "_joins_pipeline", lambda producer: False)
+    # Where the producer cannot join the pipeline (another transport, a broker elsewhere), the publish follows it.
+    monkeypatch.setattr(ingest, "_joins_pipeline", lambda producer, pipe: False)
     assert say(client, channel, "m2", "and again on a separate publish").json() == {"status": "queued"}
     assert [t["wire_msg_id"] for t in classify_tasks(published)][-1] == "m2"
     assert claimcheck.claim(claimcheck.key_for(channel, "m2")) == "and again on a separate publish"
