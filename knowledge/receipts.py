@@ -8,6 +8,8 @@ Written at admission (`admit_message`, the webhook's one statement) or by the wo
 
 from __future__ import annotations
 
+import re
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -40,6 +42,16 @@ _ADMIT = f"""WITH gate AS (
   ON CONFLICT (channel_id, wire_msg_id) DO NOTHING RETURNING id
 )
 SELECT gate.state, gate.epoch, gate.left_channel, gate.forgotten, EXISTS (SELECT 1 FROM receipt) FROM gate"""
+# On the webhook's own path the admission is a prepared statement, made once per connection (`_PREPARED`):
+# the server neither parses nor plans it again. It is executed in a simple query together with BEGIN (one
+# round trip), its arguments bound client-side like every Django query.
+_ADMIT_ARGS = ("budget", "msg", "channel", "author", "sent_at", "queued", "active")
+_ADMIT_NAME = "jeeves_admit"
+_PREPARE_ADMIT = f"PREPARE {_ADMIT_NAME} AS " + re.sub(
+    r"%\((\w+)\)s", lambda m: f"${_ADMIT_ARGS.index(m.group(1)) + 1}", _ADMIT
+)
+_BEGIN_AND_ADMIT = f"BEGIN; EXECUTE {_ADMIT_NAME}(" + ", ".join(f"%({a})s" for a in _ADMIT_ARGS) + ")"
+_PREPARED: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
 
 
 @contextmanager
@@ -52,10 +64,14 @@ def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at:
     content) is the dedupe: a redelivered message is a `duplicate`. The block commits when it
     ends and rolls back when it raises (a failed publish leaves no receipt).
 
-    Two round trips, this being the webhook's hot path: `BEGIN` and the admission statement travel
-    in one simple query (Django's atomic() sends `BEGIN` on a round trip of its own), then `COMMIT`
-    or `ROLLBACK`; nothing in the block may use the ORM, as this transaction is outside Django's
-    bookkeeping. Inside a caller's transaction (a test's) it runs in a savepoint instead.
+    Two round trips, this being the webhook's hot path: `BEGIN` and the admission statement in one simple
+    query (the statement prepared once per connection, so the server neither parses nor plans it
+    again), then `COMMIT` or `ROLLBACK`. It runs on the connection's own
+    psycopg handle, not through a Django cursor, so nothing in the block may use the ORM (this
+    transaction is outside Django's bookkeeping), and Django's per-request health check (a `SELECT 1`
+    round trip before the first cursor) is not run: a kept connection found broken by the admission
+    itself (Postgres restarted since) is replaced and the admission sent once more, as nothing was
+    written on it. Inside a caller's transaction (a test's) it runs in a savepoint instead.
     """
     params = {
         "budget": str(int(settings.JEEVES.backend_timeout_s * 1000)),
@@ -71,18 +87,48 @@ def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at:
             cursor.execute(_ADMIT, params)
             yield _admission(cursor.fetchone())
         return
-    with connection.cursor() as cursor:
+    with connection.wrap_database_errors:
+        pg, row = _begin_and_admit(params)
+    try:
+        yield _admission(row)
+    except BaseException:
+        _rollback(pg)
+        raise
+    with connection.wrap_database_errors:
+        pg.execute("COMMIT")
+
+
+def _begin_and_admit(params: dict) -> tuple[psycopg.Connection, tuple | None]:
+    """`BEGIN` and the admission in one round trip on Django's connection; (its psycopg connection, the row)."""
+    for attempt in (1, 2):
+        kept = connection.connection is not None
+        connection.ensure_connection()
+        pg = connection.connection
         try:
-            # Simple query protocol (Django's client-side binding cursor): several statements, one round trip.
-            cursor.execute("BEGIN; " + _ADMIT, params)
+            if pg not in _PREPARED:  # this connection's first admission (a round trip of its own, once)
+                pg.execute(_PREPARE_ADMIT)
+                _PREPARED.add(pg)
+            cursor = psycopg.ClientCursor(pg)
+            cursor.execute(_BEGIN_AND_ADMIT, params)
             cursor.nextset()  # past BEGIN's empty result
-            yield _admission(cursor.fetchone())
-        except BaseException:
-            if cursor.connection.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                with suppress(DatabaseError):  # the error being raised is the one to report
-                    cursor.execute("ROLLBACK")
+            return pg, cursor.fetchone()
+        except psycopg.OperationalError:
+            if attempt == 1 and kept and (pg.broken or pg.closed):
+                connection.close()  # a kept connection the server has dropped: connect afresh, once
+                continue
+            _rollback(pg)
             raise
-        cursor.execute("COMMIT")
+        except BaseException:
+            _rollback(pg)
+            raise
+    raise AssertionError("unreachable")
+
+
+def _rollback(pg: psycopg.Connection) -> None:
+    """End a transaction left open by an error; the error being raised is the one to report."""
+    if not pg.closed and pg.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        with suppress(psycopg.Error):
+            pg.execute("ROLLBACK")
 
 
 def _admission(row: tuple | None) -> tuple[str, int]:

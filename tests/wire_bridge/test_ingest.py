@@ -227,6 +227,26 @@ def test_on_its_own_the_admission_commits_after_the_publish_and_rolls_back_a_fai
     assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
+@pytest.mark.django_db(transaction=True)
+def test_on_its_own_the_admission_replaces_a_kept_connection_the_server_dropped(client, channel, published):
+    """The webhook's path runs no per-request health check (`SELECT 1`): a kept connection that Postgres
+    dropped since (a restart) fails the admission, which connects afresh and is sent once more."""
+    import psycopg
+    from django.db import connection
+
+    assert say(client, channel, "m1", "first on this connection").json() == {"status": "queued"}
+    dropped = connection.connection
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [dropped.info.backend_pid])
+    assert say(client, channel, "m2", "after the server dropped it").json() == {"status": "queued"}
+    assert connection.connection is not dropped
+    assert say(client, channel, "m2", "after the server dropped it").json() == {"status": "duplicate"}
+    assert list(
+        MessageReceipt.objects.filter(channel_id=channel).order_by("wire_msg_id").values_list("wire_msg_id", flat=True)
+    ) == ["m1", "m2"]
+    assert [t["wire_msg_id"] for t in classify_tasks(published)] == ["m1", "m2"]
+
+
 def test_unknown_conversation_is_created_lazily(client, published):
     conv = f"{uuid.uuid4()}@other.example"
     assert say(client, conv, "m1", "hi").json() == {"status": "queued"}
