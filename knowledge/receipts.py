@@ -16,7 +16,7 @@ from datetime import datetime
 
 import psycopg
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, transaction
 
 from ground import metrics
 from knowledge.counters import bump_counter
