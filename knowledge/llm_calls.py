@@ -5,9 +5,22 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.db import connection, transaction
+
 from ground import metrics
 from knowledge.models import (
     LlmCall,
+)
+
+_COLUMNS = (
+    "slot", "model", "outcome", "latency_ms", "fallback_used", "attempt", "prompt_tokens", "completion_tokens",
+    "cost", "channel_id",
+)  # fmt: skip
+# The row in one simple query (one round trip) whose commit does not wait for the WAL flush.
+_UNFLUSHED = (
+    "BEGIN; SELECT set_config('synchronous_commit', 'off', true); "
+    f"INSERT INTO {LlmCall._meta.db_table} ({', '.join(_COLUMNS)}) "
+    f"VALUES ({', '.join(f'%({c})s' for c in _COLUMNS)}); COMMIT"
 )
 
 
@@ -23,20 +36,35 @@ def record_llm_call(
     completion_tokens: int | None = None,
     cost: float | None = None,
     channel_id: str | None = None,
+    unflushed: bool = False,
 ) -> None:
-    """One row per model call: never the prompt or the completion."""
-    LlmCall.objects.create(
-        slot=slot,
-        model=model,
-        outcome=outcome,
-        latency_ms=max(0, int(latency_ms)),
-        fallback_used=fallback_used,
-        attempt=attempt,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost=Decimal(str(round(cost, 6))) if cost else None,
-        channel_id=channel_id,
-    )
+    """One row per model call: never the prompt or the completion.
+
+    `unflushed`: the row's commit need not wait for the WAL flush (a crash can lose only that accounting
+    row), and outside a caller's transaction it is written in one round trip (`BEGIN`, the setting, the
+    `INSERT` and `COMMIT` in one simple query) instead of four.
+    """
+    row = {
+        "slot": slot,
+        "model": model,
+        "outcome": outcome,
+        "latency_ms": max(0, int(latency_ms)),
+        "fallback_used": fallback_used,
+        "attempt": attempt,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "cost": Decimal(str(round(cost, 6))) if cost else None,
+        "channel_id": channel_id,
+    }
+    if unflushed and not connection.in_atomic_block:
+        with connection.cursor() as cur:
+            cur.execute(_UNFLUSHED, row)
+    elif unflushed:  # in a savepoint of the caller's transaction
+        with transaction.atomic(), connection.cursor() as cur:
+            cur.execute("SELECT set_config('synchronous_commit', 'off', true)")
+            LlmCall.objects.create(**row)
+    else:
+        LlmCall.objects.create(**row)
     metrics.llm_call(
         slot=slot,
         model=model,

@@ -24,7 +24,7 @@ from retrieval.config import RetrievalConfig
 from retrieval.fusion import Fused, RecordKey, fuse
 from retrieval.pack import build_pack
 from retrieval.plan import PlanContext, QueryPlan, analyse
-from retrieval.records import Hydrator, Record, contradicting_pairs
+from retrieval.records import Record, contradicting_pairs, hydrate
 from retrieval.scope import RetrievalScope, UnknownChannel
 
 logger = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class Retrieval:
     records: dict[RecordKey, Record]
     path_hits: dict[str, list[RecordKey]]
     timings_ms: dict[str, float]
-    path_ms: dict[str, float] = field(default_factory=dict)  # per path (its hydration included), for the bench
+    path_ms: dict[str, float] = field(default_factory=dict)  # per path (its keys; hydration is after), for the bench
     # Each candidate's features and probability of answering the question (retrieval.relevance).
     features: dict[RecordKey, list[float]] = field(default_factory=dict)
     scores: dict[RecordKey, float] = field(default_factory=dict)
@@ -157,23 +157,28 @@ def retrieve(
     t = time.perf_counter()
     if query_vector is None:  # the semantic path and the relevance judgement both use it
         query_vector = _query_vector(question)
-    # Each path reads its hits' records in its own statement (inside `scope` again), and the paths run side
-    # by side on connections of their own: the step waits for the slowest path, not for their sum.
-    hydrator = Hydrator(scope, question_vector=query_vector, terms=plan.keywords)
+    # The paths run side by side on connections of their own (the step waits for the slowest path, not for
+    # their sum), each a small statement returning keys; their records are then read once, inside `scope`
+    # again, in one statement for all of them. Hydrating in each path's own statement made every statement
+    # several times larger, and Postgres spent as long planning them as running them.
     runners: dict[str, Callable[[], list[RecordKey]]] = {
-        "structured": lambda: paths.structured(plan, scope, cfg, hydrator.fetch),
-        "semantic": lambda: paths.semantic(plan, scope, cfg, query_vector, hydrator.fetch),
-        "fulltext": lambda: paths.fulltext(plan, scope, cfg, hydrator.fetch),
-        "graph": lambda: paths.graph(plan, scope, cfg, hydrator.fetch),
-        "summary": lambda: paths.summary(plan, scope, cfg, hydrator.fetch),
+        "structured": lambda: paths.structured(plan, scope, cfg),
+        "semantic": lambda: paths.semantic(plan, scope, cfg, query_vector),
+        "fulltext": lambda: paths.fulltext(plan, scope, cfg),
+        "graph": lambda: paths.graph(plan, scope, cfg),
+        "summary": lambda: paths.summary(plan, scope, cfg),
     }
     jobs: dict[str, Callable[[], Any]] = {name: run for name, run in runners.items() if name in plan.paths}
     jobs.update({f"_deferred{i}": job for i, job in enumerate(deferred)})
     # The accounting row goes last: it takes the first thread a path leaves (usually the quick structured one).
     done = parallel.run(jobs, threads=cfg.path_threads, prepare=lambda: paths.configure_session(cfg))
-    hits = {name: found for name, (found, _ms_taken) in done.items() if name in runners}
+    found = {name: keys for name, (keys, _ms_taken) in done.items() if name in runners}
     path_ms = {name: ms for name, (_found, ms) in done.items() if name in runners}
-    records = hydrator.records
+    records = hydrate(
+        (key for keys in found.values() for key in keys), scope, question_vector=query_vector, terms=plan.keywords
+    )
+    # A hit whose record is not in scope (or no longer there) is no hit.
+    hits = {name: [key for key in keys if key in records] for name, keys in found.items()}
     timings["paths"] = _ms(t)
 
     t = time.perf_counter()

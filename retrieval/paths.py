@@ -1,7 +1,8 @@
 """The five retrieval paths. Each runs one scoped SQL statement (scope inside the WHERE) and returns keys, best first.
 
-Each path hands its statement to `fetch`: by default `keys` runs it and returns the keys; the question path
-passes `records.Hydrator.fetch`, which reads the records (inside the scope again) in the same statement.
+Each path hands its statement to `fetch`: by default `keys` runs it and returns the keys (the question path
+then reads all paths' records at once, `records.hydrate`); `records.Hydrator.fetch` would read a path's records
+(inside the scope again) in the same statement.
 
 structured: decisions/actions by friendly id, owner, status, type, date range, tag;
 semantic: pgvector HNSW cosine over `embeddings` (iterative index scan, so a small channel still gets k);

@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 
 from django.conf import settings
-from django.db import connection, transaction
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ground.config import LOCAL_MODEL
@@ -265,14 +264,17 @@ Today is {today}. KNOWN ENTITIES: {entities}"""
 
 def record_offline_plan(channel_id: str | None, latency_ms: int) -> None:
     """The offline plan's `llm_calls` row. It need not wait for a WAL flush (5-10 ms): a crash can lose
-    only that accounting row."""
+    only that accounting row; written in one round trip."""
     from knowledge.llm_calls import record_llm_call
 
-    with transaction.atomic(), connection.cursor() as cur:
-        cur.execute("SELECT set_config('synchronous_commit', 'off', true)")
-        record_llm_call(
-            slot="query_analyse", model=LOCAL_MODEL, outcome="ok", latency_ms=latency_ms, channel_id=channel_id
-        )
+    record_llm_call(
+        slot="query_analyse",
+        model=LOCAL_MODEL,
+        outcome="ok",
+        latency_ms=latency_ms,
+        channel_id=channel_id,
+        unflushed=True,
+    )
 
 
 def analyse(

@@ -178,9 +178,9 @@ def _record(row: tuple[Any, ...]) -> Record:
 
 
 class Hydrator:
-    """Hydration folded into the paths' own statements: `fetch` runs a path's final query (its rows start
-    with type and id, best first) with the records read inside the scope in the same round trip, keeps the
-    records and returns the keys in the path's order. One per question; paths may call it from threads.
+    """Hydration folded into a statement of keys: `fetch` runs a query (its rows start with type and id, best
+    first) with the records read inside the scope in the same round trip, keeps the records and returns the
+    keys in the query's order. `hydrate` runs it over a list of keys; it may be called from threads.
 
     With the question's vector and terms, each record also carries its cosine similarity to the question
     and the share of the terms its text matches: what the answer step judges relevance by.

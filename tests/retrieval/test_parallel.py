@@ -1,6 +1,6 @@
 """The paths side by side (retrieval/parallel.py): outside a transaction they run on retrieval's own threads and
 connections, and find exactly what they find one after another on the caller's connection; the records are
-hydrated in the paths' own statements, inside the scope."""
+then hydrated once, inside the scope."""
 
 from __future__ import annotations
 
