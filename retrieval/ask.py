@@ -159,8 +159,9 @@ def retrieve(
         query_vector = _query_vector(question)
     # The paths run side by side on connections of their own (the step waits for the slowest path, not for
     # their sum), each a small statement returning keys; their records are then read once, inside `scope`
-    # again, in one statement for all of them. Hydrating in each path's own statement made every statement
-    # several times larger, and Postgres spent as long planning them as running them.
+    # again: a statement per kind of record found, side by side on the same threads. Hydrating in each path's
+    # own statement made every statement several times larger, and Postgres spent as long planning them as
+    # running them; one statement for every kind was planned and run on one core.
     runners: dict[str, Callable[[], list[RecordKey]]] = {
         "structured": lambda: paths.structured(plan, scope, cfg),
         "semantic": lambda: paths.semantic(plan, scope, cfg, query_vector),
@@ -174,9 +175,19 @@ def retrieve(
     done = parallel.run(jobs, threads=cfg.path_threads, prepare=lambda: paths.configure_session(cfg))
     found = {name: keys for name, (keys, _ms_taken) in done.items() if name in runners}
     path_ms = {name: ms for name, (_found, ms) in done.items() if name in runners}
-    records = hydrate(
-        (key for keys in found.values() for key in keys), scope, question_vector=query_vector, terms=plan.keywords
+    by_kind: dict[str, list[RecordKey]] = {}
+    for keys in found.values():
+        for key in keys:
+            by_kind.setdefault(key[0], []).append(key)
+    hydrated = parallel.run(
+        {
+            kind: (lambda keys=keys: hydrate(keys, scope, question_vector=query_vector, terms=plan.keywords))
+            for kind, keys in by_kind.items()
+        },
+        threads=cfg.path_threads,
+        prepare=lambda: paths.configure_session(cfg),
     )
+    records = {k: r for part, _ms_taken in hydrated.values() for k, r in part.items()}
     # A hit whose record is not in scope (or no longer there) is no hit.
     hits = {name: [key for key in keys if key in records] for name, keys in found.items()}
     timings["paths"] = _ms(t)
