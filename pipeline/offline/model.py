@@ -63,6 +63,7 @@ def expected_meta() -> dict[str, Any]:
         "categories": list(CATEGORIES),
         "extract_heads": list(EXTRACT_HEADS),
         "scalars": list(features.SCALARS) + list(features.NEXT_SCALARS),
+        "cues": list(features.CUES),
     }
 
 

@@ -60,8 +60,9 @@ def test_a_window_becomes_decisions_and_actions_with_source_refs(jeeves_settings
 
     assert not report.failed and report.model == "local"
     decision = Decision.objects.get(channel=channel, source_ref__wire_msg_ids__contains=["m010"])
-    assert decision.friendly_id == "DEC-0001"
     decisions = Decision.objects.filter(channel=channel).count()
+    numbers = sorted(int(d.friendly_id.removeprefix("DEC-")) for d in Decision.objects.filter(channel=channel))
+    assert decision.friendly_id.startswith("DEC-") and numbers == list(range(1, decisions + 1))
     actions = {a.friendly_id: a for a in Action.objects.filter(channel=channel)}
     priya = next(a for a in actions.values() if "m013" in a.source_ref["wire_msg_ids"])
     assert priya.owner_id == "40397dcc-1011-59cf-97ef-b05cac034cda@wire.example"
