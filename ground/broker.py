@@ -23,13 +23,37 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 from kombu import transport as kombu_transport
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
 
-# The pipeline a publish in this context joins (None: publish on a round trip of its own).
+# The pipeline a publish in this context joins (None: publish on a round trip of its own), and the gate its
+# LPUSH waits on (None: none).
 _PIPELINE: ContextVar[object | None] = ContextVar("jeeves_publish_pipeline", default=None)
+_GATE: ContextVar[Gate | None] = ContextVar("jeeves_publish_gate", default=None)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A Lua script's body (answering 1 or 0) run by Redis right before the LPUSH, in the same script: the
+    message is queued only when it answers `passes_on`; the pipeline's result for it is the answer.
+    `keys` and `args` are its KEYS and ARGV."""
+
+    script: str
+    keys: tuple[str, ...]
+    args: tuple[object, ...]
+    # The gate's answer that lets this message through (0: a message published for when the gate says no).
+    passes_on: int = 1
+
+    def wrapped(self) -> str:
+        # The list is the last key and the message the last argument; the script returns the gate's answer.
+        return (
+            f"local function gate()\n{self.script}\nend\nlocal answer = gate()\n"
+            f"if answer == {int(self.passes_on)} then redis.call('LPUSH', KEYS[#KEYS], ARGV[#ARGV]) end\n"
+            "return answer"
+        )
 
 
 class Channel(kombu_redis.Channel):
@@ -48,7 +72,12 @@ class Channel(kombu_redis.Channel):
         if pipe is None or self.global_keyprefix:
             return super()._put(queue, message, **kwargs)
         pri = self._get_message_priority(message, reverse=False)
-        pipe.lpush(self._q_for_pri(queue, pri), dumps(message))
+        gate = _GATE.get()
+        if gate is None:
+            pipe.lpush(self._q_for_pri(queue, pri), dumps(message))
+            return
+        keys = (*gate.keys, self._q_for_pri(queue, pri))
+        pipe.eval(gate.wrapped(), len(keys), *keys, *gate.args, dumps(message))
 
 
 class Transport(kombu_redis.Transport):
@@ -71,16 +100,18 @@ def joins_pipelines(channel: object, pipe: object) -> bool:
 
 
 @contextmanager
-def publishing_on(pipe: object) -> Iterator[None]:
-    """Within the block, a publish on a Jeeves channel queues its LPUSH on `pipe` (the caller executes it).
+def publishing_on(pipe: object, gate: Gate | None = None) -> Iterator[None]:
+    """Within the block, a publish on a Jeeves channel queues its LPUSH on `pipe` (the caller executes it);
+    with `gate`, an `EVAL` that pushes only when the gate lets it (its result in the pipeline: the gate's answer).
 
     Only for a channel that `joins_pipelines(channel, pipe)`: any other publishes at once, before the
     pipeline executes.
     """
-    token = _PIPELINE.set(pipe)
+    token, gated = _PIPELINE.set(pipe), _GATE.set(gate)
     try:
         yield
     finally:
+        _GATE.reset(gated)
         _PIPELINE.reset(token)
 
 

@@ -118,14 +118,14 @@ def _admit(event: TextMessage) -> str:
             return outcome
         # Still under the channel's share lock: a secure flush cannot run between these and the check.
         # A retry after a failed publish pushes the message again; window.read keeps one entry per id.
-        # Fairness first (its answer sets the publish's priority): the channel's token bucket, on Redis' clock.
+        # Fairness: the channel's token bucket, on Redis' clock, gates the publish (`_publish_classify`).
         cfg = settings.JEEVES
-        within_rate = 1
+        bucket = None
         if cfg.channel_rate > 0:
-            within_rate = get_redis().eval(
-                _TOKEN_BUCKET, 1, keys.BUCKET.key(cid), cfg.channel_rate, cfg.channel_burst, keys.BUCKET.ttl_s()
+            bucket = broker.Gate(
+                _TOKEN_BUCKET, (keys.BUCKET.key(cid),), (cfg.channel_rate, cfg.channel_burst, keys.BUCKET.ttl_s())
             )
-        # Window, claim check and the publish in one Redis round trip.
+        # Window, claim check, the bucket and the publish in one Redis round trip.
         pipe = get_redis().pipeline(transaction=False)
         window.push(
             cid,
@@ -140,7 +140,7 @@ def _admit(event: TextMessage) -> str:
             pipe,
         )
         claimcheck.park(cid, event.message_id, event.text, pipe)
-        _publish_classify(event, epoch, pipe, over_rate=not within_rate)  # executes the pipeline (and the publish)
+        _publish_classify(event, epoch, pipe, bucket=bucket)  # executes the pipeline (and the publish)
         return "queued"
 
 
@@ -150,12 +150,14 @@ def _joins_pipeline(producer: object, pipe: Pipeline) -> bool:
     return broker.joins_pipelines(getattr(producer, "channel", None), pipe)
 
 
-def _publish_classify(event: TextMessage, epoch: int, pipe: Pipeline, over_rate: bool = False) -> None:
+def _publish_classify(event: TextMessage, epoch: int, pipe: Pipeline, bucket: broker.Gate | None = None) -> None:
     """Publish Tier 1 for an admitted message, before its receipt commits (see the module's docstring),
-    and execute `pipe`: the publish's LPUSH goes last on it when it can (`broker.publishing_on`), else the
+    and execute `pipe`: the publish goes last on it when it can (`broker.publishing_on`), else the
     publish follows the pipeline. Either way the text is parked before a worker can see the task.
 
-    A message over its channel's rate is still published, at the lowest priority (Redis serves the other
+    With the channel's token `bucket`, the publish on the pipeline is an `EVAL` that takes a token and
+    pushes the task only when there was one, in the same round trip. A message over its channel's rate
+    is still published (then, on a round trip of its own), at the lowest priority (Redis serves the other
     channels' messages first) and marked for the offline classifier (no model spend): a flooding channel
     delays itself, not the others. The expiry allows for the clocks' tolerated skew (JEEVES_CLOCK_SKEW_S);
     the text's own TTL, on Redis' clock, stays JEEVES_QUEUE_TTL_S.
@@ -163,14 +165,45 @@ def _publish_classify(event: TextMessage, epoch: int, pipe: Pipeline, over_rate:
     The task carries the receipt's fields (ids and a timestamp, never text) so that the worker can
     write the receipt when the web process died before committing it.
     """
-    kwargs = {
+    with current_app.producer_or_acquire() as producer:
+        if not _joins_pipeline(producer, pipe):
+            within_rate = 1
+            if bucket is not None:
+                within_rate = get_redis().eval(bucket.script, len(bucket.keys), *bucket.keys, *bucket.args)
+            pipe.execute()
+            classify_message.apply_async(producer=producer, **_classify_options(event, epoch, not within_rate))
+            return
+        # The variant published is the one the channel's last message needed (a flood stays over its rate): the
+        # bucket's answer queues it or holds it back, and when held back the other variant follows.
+        cid = event.channel_id
+        over_rate = bucket is not None and _over_rate_lately.get(cid, False)
+        gate = None if bucket is None else dataclasses.replace(bucket, passes_on=0 if over_rate else 1)
+        with broker.publishing_on(pipe, gate):
+            classify_message.apply_async(producer=producer, **_classify_options(event, epoch, over_rate))
+        answer = pipe.execute()[-1]
+        if gate is None:
+            return
+        if len(_over_rate_lately) >= _OVER_RATE_LATELY_MAX:
+            _over_rate_lately.clear()
+        _over_rate_lately[cid] = not answer
+        if answer != gate.passes_on:  # held back: the bucket's answer was the other one
+            classify_message.apply_async(producer=producer, **_classify_options(event, epoch, not answer))
+
+
+# Per process: whether each channel's last message was over its rate (the guess for its next one).
+_over_rate_lately: dict[str, bool] = {}
+_OVER_RATE_LATELY_MAX = 10_000
+
+
+def _classify_options(event: TextMessage, epoch: int, over_rate: bool) -> dict[str, object]:
+    kwargs: dict[str, object] = {
         "channel_id": event.channel_id,
         "wire_msg_id": event.message_id,
         "epoch": epoch,
         "author_id": event.sender.qualified,
         "sent_at": event.timestamp.isoformat(),
     }
-    options = {}
+    options: dict[str, object] = {}
     if over_rate:
         kwargs["over_rate"] = True
         options["priority"] = LOW_PRIORITY
@@ -186,14 +219,7 @@ def _publish_classify(event: TextMessage, epoch: int, pipe: Pipeline, over_rate:
         kwargsrepr=repr(kwargs),
         declare=[],
     )
-    with current_app.producer_or_acquire() as producer:
-        if not _joins_pipeline(producer, pipe):
-            pipe.execute()
-            classify_message.apply_async(producer=producer, **options)
-            return
-        with broker.publishing_on(pipe):
-            classify_message.apply_async(producer=producer, **options)
-    pipe.execute()
+    return options
 
 
 def _ensure_channel(event: TextMessage) -> ChannelConfig:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -66,3 +68,18 @@ def test_a_pipeline_on_another_database_is_not_joined(url, redis_url):
         assert not broker.joins_pipelines(conn.default_channel, other)
         assert broker.joins_pipelines(conn.default_channel, redis.Redis.from_url(url).pipeline())
     assert not broker.joins_pipelines(object(), other)  # another transport's channel
+
+
+def test_a_gated_publish_is_queued_only_when_its_gate_lets_it(url):
+    client = redis.Redis.from_url(url)
+    with Connection(url, transport=broker.Transport) as conn:
+        producer = conn.Producer()
+        for answer, passes_on in ((1, 1), (0, 1), (0, 0), (1, 0)):
+            pipe = client.pipeline(transaction=False)
+            gate = broker.Gate("redis.call('INCR', KEYS[1]) return tonumber(ARGV[1])", ("asked",), (answer,), passes_on)
+            with broker.publishing_on(pipe, gate):
+                producer.publish({"n": answer * 2 + passes_on}, exchange="", routing_key="q", serializer="json")
+            assert pipe.execute()[-1] == answer
+    assert client.get("asked") == b"4"  # the gate ran every time
+    queued = [json.loads(base64.b64decode(json.loads(m)["body"]))["n"] for m in client.lrange("q", 0, -1)]
+    assert sorted(queued) == [0, 3]  # answer 1 with passes_on 1, answer 0 with passes_on 0

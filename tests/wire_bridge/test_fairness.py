@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 import uuid
 
 import pytest
@@ -29,6 +31,15 @@ from tests.wire_bridge.test_ingest import ALICE, BOB, classify_tasks, post
 pytestmark = [pytest.mark.django_db]
 
 published = test_ingest.published
+
+
+def _queued(r: redis.Redis, name: str) -> list[tuple[str, bool]]:
+    """(message id, over rate) of the classify tasks waiting in one Redis list (kombu's JSON, base64 body)."""
+    found = []
+    for raw in r.lrange(name, 0, -1):
+        _args, kwargs, _embed = json.loads(base64.b64decode(json.loads(raw)["body"]))
+        found.append((kwargs["wire_msg_id"], kwargs.get("over_rate", False)))
+    return sorted(found)
 
 
 def _channel(client) -> str:
@@ -54,6 +65,10 @@ def test_a_channel_over_its_rate_is_received_classified_offline_and_served_after
     assert r.llen(classify_lists[-1]) == 3 and classify_lists[-1].endswith(str(LOW_PRIORITY))
     # A worker pops the default list first: the quiet channel's message before the flood's excess.
     assert r.llen(classify_lists[0]) == 4
+    # Each message queued once, in the list of its rate (the bucket holds a message over the rate back from
+    # the default list; it is then published at the lowest priority).
+    assert _queued(r, classify_lists[0]) == [("f0", False), ("f1", False), ("f2", False), ("q0", False)]
+    assert _queued(r, classify_lists[-1]) == [("f3", True), ("f4", True), ("f5", True)]
     # The bucket lasts the time it takes to fill, and a minute: ceil(3 / 0.01) + 60 s.
     assert 350 < r.ttl(keys.BUCKET.key(flood)) <= 360
 
