@@ -175,6 +175,10 @@ class JeevesConfig:
     window_max_age_s: PositiveInt = var("JEEVES_WINDOW_MAX_AGE_S", 900)
     extract_debounce_s: PositiveFloat = var("JEEVES_EXTRACT_DEBOUNCE_S", 5.0)
     extract_batch: PositiveInt = var("JEEVES_EXTRACT_BATCH", 10)
+    # Messages one classify task may classify together with the offline engine (pipeline/batch.py); 1: one each
+    classify_batch: PositiveInt = var("JEEVES_CLASSIFY_BATCH", 16)
+    # Embed tasks one embed task takes together into one forward pass (pipeline/batch.py); 1: one each
+    embed_batch: PositiveInt = var("JEEVES_EMBED_BATCH", 16)
     staleness_days: PositiveInt = var("JEEVES_STALENESS_DAYS", 7)
     # Backing services (Redis, Postgres): how long one call may hang before it counts as a failure
     backend_timeout_s: PositiveFloat = var("JEEVES_BACKEND_TIMEOUT_S", 3.0)

@@ -173,6 +173,21 @@ EXTRACT_RUNNING = Family(
     ttl_setting="JEEVES_TASK_LEASE_S",
 )
 
+CLASSIFY_TAKEN = Family(
+    name="classify-taken",
+    prefix="jeeves:classify:taken:",
+    parts=("channel_id", "wire_msg_id"),
+    type="string",
+    text=False,
+    holds='"1"; "done" once its receipt is at tier 1',
+    owner="pipeline/batch.py",
+    description="a classify task's batch is classifying this message (other batches leave it out), or has "
+    "classified it (its own task then does nothing, without a query)",
+    # As long as its own task may still be delivered (it expires then); at least a classify task's time limit.
+    ttl=lambda: max(60, _cfg().queue_ttl_s + int(_cfg().clock_skew_s)),
+    ttl_setting="JEEVES_QUEUE_TTL_S + JEEVES_CLOCK_SKEW_S (at least 60 s)",
+)
+
 # --------------------------------------------------------------------------- liveness
 
 LEASE = Family(
@@ -305,6 +320,7 @@ FAMILIES: tuple[Family, ...] = (
     EXTRACT_PENDING,
     EXTRACT_LOCK,
     EXTRACT_RUNNING,
+    CLASSIFY_TAKEN,
     LEASE,
     SWEEP_LOCK,
     SWEEP_RESTORED,

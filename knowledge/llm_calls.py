@@ -3,6 +3,9 @@ the completion."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 
 from django.db import connection, transaction
@@ -56,7 +59,10 @@ def record_llm_call(
         "cost": Decimal(str(round(cost, 6))) if cost else None,
         "channel_id": channel_id,
     }
-    if unflushed and not connection.in_atomic_block:
+    held = getattr(_deferred, "rows", None)
+    if held is not None:  # inside `deferred()`: written with the others when it ends
+        held.append(LlmCall(**row))
+    elif unflushed and not connection.in_atomic_block:
         with connection.cursor() as cur:
             cur.execute(_UNFLUSHED, row)
     elif unflushed:  # in a savepoint of the caller's transaction
@@ -74,3 +80,24 @@ def record_llm_call(
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
     )
+
+
+_deferred = threading.local()
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """The rows of the calls made inside are written together, in one INSERT, when it ends (a batch of
+    classifications, pipeline/classify.py); nothing is written when it raises (the work is redone)."""
+    outer = getattr(_deferred, "rows", None)
+    if outer is not None:
+        yield
+        return
+    _deferred.rows = []
+    try:
+        yield
+        rows = _deferred.rows
+    finally:
+        _deferred.rows = None
+    if rows:
+        LlmCall.objects.bulk_create(rows)

@@ -8,9 +8,10 @@ Written at admission (`admit_message`, the webhook's one statement) or by the wo
 
 from __future__ import annotations
 
+import json
 import re
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
 
@@ -172,6 +173,15 @@ def ensure_receipt(channel_id: str, wire_msg_id: str, *, author_id: str | None, 
     )
 
 
+def receipt_state(channel_id: str, wire_msg_id: str) -> tuple[int, str] | None:
+    """The message's committed (tier, outcome), or None when it has no receipt (yet)."""
+    return (
+        MessageReceipt.objects.filter(channel_id=channel_id, wire_msg_id=wire_msg_id)
+        .values_list("tier", "outcome")
+        .first()
+    )
+
+
 def mark_expired(channel_id: str, wire_msg_id: str) -> bool:
     """The message's text expired before it was classified: mark and count it, once.
 
@@ -213,6 +223,27 @@ def mark_receipt(
     if categories is not None:
         fields["categories"] = categories
     MessageReceipt.objects.filter(channel_id=channel_id, wire_msg_id=wire_msg_id).update(**fields)
+
+
+def mark_classified(rows: Sequence[tuple[str, str, str, list[str]]]) -> None:
+    """Tier 1 is done for these (channel id, message id, outcome, categories): each receipt moves to tier 1
+    with its outcome and categories, in one statement (what `mark_receipt` does for one)."""
+    if not rows:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE message_receipts r SET outcome = v.outcome, tier = 1,"
+            " categories = ARRAY(SELECT jsonb_array_elements_text(v.categories::jsonb))"
+            " FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[])"
+            " AS v(channel_id, wire_msg_id, outcome, categories)"
+            " WHERE r.channel_id = v.channel_id AND r.wire_msg_id = v.wire_msg_id",
+            [
+                [r[0] for r in rows],
+                [r[1] for r in rows],
+                [str(r[2]) for r in rows],
+                [json.dumps(list(r[3])) for r in rows],
+            ],
+        )
 
 
 def mark_evicted(channel_id: str, wire_msg_ids: Iterable[str]) -> int:

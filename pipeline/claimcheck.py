@@ -26,3 +26,8 @@ def claim(key: str) -> str | None:
 
 def discard(key: str) -> None:
     get_redis().delete(key)
+
+
+def discard_many(keys_: list[str]) -> None:
+    if keys_:
+        get_redis().delete(*keys_)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
 
-from knowledge import channels, counters, receipts, records, sources, verbatim
+from ground.config import LOCAL_MODEL
+from knowledge import channels, counters, llm_calls, receipts, records, sources, verbatim
 from knowledge.models import ChannelConfig, Entity, MessageReceipt
 from pipeline import debounce, embed, llm, members, offline, prompts, window
 from pipeline.context import ChannelContext
@@ -78,18 +80,98 @@ class Classified:
     outcome: str
 
 
+@dataclass(frozen=True)
+class Pending:
+    """One message to classify: its channel, id and text (the text lives only in this object's holder)."""
+
+    channel: ChannelConfig
+    wire_msg_id: str
+    text: str
+    offline_only: bool = False
+
+
 def classify_message(channel: ChannelConfig, wire_msg_id: str, text: str, offline_only: bool = False) -> Classified:
     """Classify the message and route it. `text` lives only in this call's memory. `offline_only`: the
     offline engine, whatever the slot (a message over its channel's rate: no model spend)."""
-    ctx = build_context(channel)
-    receipt = MessageReceipt.objects.filter(channel_id=channel.channel_id, wire_msg_id=wire_msg_id).first()
-    held = window.read(channel.channel_id)
-    at = next((k for k, m in enumerate(held) if m.id == wire_msg_id), None)
+    return classify_messages([Pending(channel, wire_msg_id, text, offline_only)])[0]
+
+
+def batches() -> bool:
+    """Whether a classify task takes companions (pipeline/batch.py): with the offline engine, where a batch
+    shares one forward pass. A model slot asks once per message anyway, and its calls are better run side by
+    side by the worker's threads than one after another in one task."""
+    return settings.JEEVES.slot("classify").model == LOCAL_MODEL
+
+
+def classify_messages(batch: Sequence[Pending]) -> list[Classified]:
+    """Classify and route several messages (a classify task and the companions it took, pipeline/batch.py),
+    each exactly as alone: its own channel's context, window and routing. What they share is work, never
+    text: each channel's context and window are read once, the offline engine scores them together (one
+    forward pass of the embedder for every message and the one before it, one feature matrix: a message's
+    row depends on that message and the one before it only), and their receipts, model-call rows and
+    pending ids are written in one statement or round trip each."""
+    views: dict[str, tuple[ChannelContext, list]] = {}
+    for p in batch:
+        if p.channel.channel_id not in views:
+            views[p.channel.channel_id] = (build_context(p.channel), window.read(p.channel.channel_id))
+    prepared = [_prepare(p, *views[p.channel.channel_id]) for p in batch]
+    engine: list = [None] * len(batch)
+    if len(batch) > 1:
+        offline_slot = batches()
+        at = [k for k, p in enumerate(batch) if offline_slot or p.offline_only]
+        # Each: text, context, author id, mentions, previous messages, sent at.
+        scored = offline.classify_many([(batch[k].text, *prepared[k][:5]) for k in at])
+        for k, result in zip(at, scored, strict=True):
+            engine[k] = result
+    with llm_calls.deferred():
+        decided = [_decide(p, *prep, engine=e) for p, prep, e in zip(batch, prepared, engine, strict=True)]
+    receipts.mark_classified(
+        [
+            (p.channel.channel_id, p.wire_msg_id, c.outcome, list(dict.fromkeys(c.result.categories)))
+            for p, c in zip(batch, decided, strict=True)
+        ]
+    )
+    by_channel: dict[str, list[str]] = {}
+    high: dict[str, int] = {}
+    for p, c in zip(batch, decided, strict=True):
+        by_channel.setdefault(p.channel.channel_id, []).append(p.wire_msg_id)
+        if c.outcome == MessageReceipt.Outcome.PENDING_EXTRACT:
+            high[p.channel.channel_id] = p.channel.epoch
+    debounce.note_classified_many(by_channel)
+    for channel_id, epoch in high.items():
+        debounce.request_extract(channel_id, epoch)
+    return decided
+
+
+def _prepare(p: Pending, ctx: ChannelContext, held: list) -> tuple:
+    """(context, author id, mentions, the window's messages before it, sent at) of a message to classify."""
+    at = next((k for k, m in enumerate(held) if m.id == p.wire_msg_id), None)
     in_window = held[at] if at is not None else None
     previous = held[max(0, at - 3) : at] if at is not None else []  # the context Tier 1 reads with it
-    author_id = in_window.author_id if in_window else (receipt.author_id if receipt else "") or ""
-    mentions = list(in_window.mentions) if in_window else []
-    sent_at = in_window.ts if in_window else (receipt.sent_at if receipt else None)
+    if in_window is not None:
+        return ctx, in_window.author_id or "", list(in_window.mentions), previous, in_window.ts
+    receipt = MessageReceipt.objects.filter(channel_id=p.channel.channel_id, wire_msg_id=p.wire_msg_id).first()
+    return ctx, (receipt.author_id if receipt else "") or "", [], previous, receipt.sent_at if receipt else None
+
+
+def _decide(
+    p: Pending,
+    ctx: ChannelContext,
+    author_id: str,
+    mentions: list[str],
+    previous: list,
+    sent_at,
+    *,
+    engine: ClassifyResult | None = None,
+) -> Classified:
+    """One message's classification, and what rests on it before its receipt moves (a gist signal, its
+    vector when messages are embedded). `engine`: the offline engine's answer, when already scored."""
+    channel, wire_msg_id, text = p.channel, p.wire_msg_id, p.text
+
+    def offline_answer() -> ClassifyResult:
+        if engine is not None:
+            return engine
+        return offline.classify(text, ctx, author_id, mentions, previous, sent_at)
 
     prompt = prompts.load("classify")
     messages = [
@@ -111,19 +193,13 @@ def classify_message(channel: ChannelConfig, wire_msg_id: str, text: str, offlin
         },
     ]
     try:
-        if offline_only:
+        if p.offline_only:
             raise llm.SlotFailure("classify", "over the channel's rate")
-        answer = llm.structured(
-            "classify",
-            messages,
-            ClassifyResult,
-            lambda: offline.classify(text, ctx, author_id, mentions, previous, sent_at),
-            channel_id=channel.channel_id,
-        )
+        answer = llm.structured("classify", messages, ClassifyResult, offline_answer, channel_id=channel.channel_id)
         result, model = answer.value, answer.model
     except llm.SlotFailure:
         # A message must still be triaged: the offline engine is cheap and always there.
-        result, model = offline.classify(text, ctx, author_id, mentions, previous, sent_at), "local"
+        result, model = offline_answer(), "local"
     categories = list(dict.fromkeys(result.categories))
     high = result.is_high_signal or bool(HIGH_SIGNAL & set(categories))
 
@@ -136,10 +212,6 @@ def classify_message(channel: ChannelConfig, wire_msg_id: str, text: str, offlin
         _record_gist_signal(channel, wire_msg_id, text, result, categories, author_id, sent_at, model)
     # Before the receipt moves to tier 1: a worker killed in between is redelivered and writes it then.
     embed.embed_message(channel, wire_msg_id, text, author_id=author_id, sent_at=sent_at)
-    receipts.mark_receipt(channel.channel_id, wire_msg_id, outcome=outcome, tier=1, categories=categories)
-    debounce.note_classified(channel.channel_id, wire_msg_id)
-    if high:
-        debounce.request_extract(channel.channel_id, channel.epoch)
     logger.info(
         "classified: channel=%s msg=%s categories=%s model=%s", channel.channel_id, wire_msg_id, categories, model
     )

@@ -116,7 +116,7 @@ def candidates(decision: Decision) -> list[tuple[Decision, float | None]]:
     )
     by_id = recent.in_bulk([i for i, _ in near])
     pool = [(by_id[i], 1 - float(d)) for i, d in near if i in by_id]
-    summaries = embed.vectors([decision.summary, *(d.summary for d, _ in pool)]) if pool else None
+    summaries = embed.vectors([decision.summary, *(d.summary for d, _ in pool)], records=True) if pool else None
     if summaries is not None:
         pool = [(d, embeddings.cosine(summaries[0], v)) for (d, _), v in zip(pool, summaries[1:], strict=True)]
     floor = candidate_floor()

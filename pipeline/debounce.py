@@ -59,6 +59,16 @@ def note_classified(channel_id: str, wire_msg_id: str) -> None:
     pipe.execute()
 
 
+def note_classified_many(by_channel: dict[str, list[str]]) -> None:
+    """`note_classified` for several messages of several channels, in one round trip."""
+    pipe = get_redis().pipeline()
+    for channel_id, ids in by_channel.items():
+        if ids:
+            pipe.sadd(_pending_key(channel_id), *ids)
+            pipe.expire(_pending_key(channel_id), keys.EXTRACT_PENDING.ttl_s())
+    pipe.execute()
+
+
 def pending(channel_id: str) -> set[str]:
     return set(get_redis().smembers(_pending_key(channel_id)))
 

@@ -4,9 +4,11 @@ vector (never the text) of a raw message, called by Tier 1 while the text is in 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -34,15 +36,65 @@ def ready() -> bool:
     return embedder.enabled()
 
 
-def vectors(texts: Sequence[str]) -> list[list[float]] | None:
-    """Vectors for `texts`, or None when embedding is disabled or fails (the caller goes on without)."""
+def vectors(texts: Sequence[str], *, records: bool = False) -> list[list[float]] | None:
+    """Vectors for `texts`, or None when embedding is disabled or fails (the caller goes on without).
+
+    `records`: the texts are records' synthesised texts (never a message's), whose vectors this process keeps
+    a while (`_RecordVectors`): Tier 2 and the contradiction duty compare the same records run after run."""
     if not texts or not ready():
         return None
+    if records:
+        return _record_vectors.get(list(texts))
     try:
         return embedder.embed(list(texts))
     except Exception as exc:
         logger.warning("embedding failed (%s); continuing without vectors", type(exc).__name__)
         return None
+
+
+class _RecordVectors:
+    """The last few thousand record texts' vectors in this process, keyed by a digest of the embed model and
+    the text (the text itself is not kept). A run compares each new decision with the records Tier 3 has not
+    reached yet and the contradiction duty with the channel's nearest decisions: mostly the same records as
+    the run before, embedded once instead of every run."""
+
+    SIZE = 4096
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[bytes, list[float]] = OrderedDict()
+
+    @staticmethod
+    def _key(model: str, text: str) -> bytes:
+        return hashlib.blake2b(f"{model}\x00{text}".encode("utf-8", "replace"), digest_size=16).digest()
+
+    def get(self, texts: list[str]) -> list[list[float]] | None:
+        model = settings.JEEVES.slot("embed").model
+        keys_ = [self._key(model, t) for t in texts]
+        found: dict[bytes, list[float]] = {}
+        with self._lock:
+            for k in keys_:
+                if k in self._cache:
+                    self._cache.move_to_end(k)
+                    found[k] = self._cache[k]
+        missing = list(dict.fromkeys(k for k in keys_ if k not in found))
+        if missing:
+            at = {k: i for i, k in reversed(list(enumerate(keys_)))}
+            try:
+                fresh = embedder.embed([texts[at[k]] for k in missing])
+            except Exception as exc:
+                logger.warning("embedding failed (%s); continuing without vectors", type(exc).__name__)
+                return None
+            found.update(zip(missing, fresh, strict=True))
+            with self._lock:
+                for k in missing:
+                    self._cache[k] = found[k]
+                while len(self._cache) > self.SIZE:
+                    self._cache.popitem(last=False)
+        return [found[k] for k in keys_]
+
+
+_record_vectors = _RecordVectors()
 
 
 def _with_tags(text: str, tags: Sequence[str]) -> str:
@@ -117,17 +169,22 @@ def embed_records(records: Sequence[tuple[str, str]]) -> int:
 
     The only writer of record vectors (Tier 3; `jeeves reembed` replaces them the same way): each from
     `_record_text_and_meta`'s text, labelled with the embed slot's model."""
-    todo: list[tuple[str, object]] = []
+    wanted: dict[str, list[uuid.UUID]] = {}
     for source_type, raw_id in records:
-        model = _MODELS.get(source_type)
-        if model is None:
+        if source_type not in _MODELS:
             raise ValueError(f"unknown source type {source_type!r}")
+        ids = wanted.setdefault(source_type, [])
         record_id = uuid.UUID(str(raw_id))
-        if embeddings.has_embedding(source_type, record_id):
-            continue
-        record = model.objects.filter(pk=record_id).first()
-        if record is not None:  # deleted meanwhile (the author took the message back)
-            todo.append((source_type, record))
+        if record_id not in ids:
+            ids.append(record_id)
+    todo: list[tuple[str, object]] = []
+    for source_type, ids in wanted.items():  # one query per kind for the vectors there, one for the records
+        done = set(
+            Embedding.objects.filter(source_type=source_type, source_id__in=ids).values_list("source_id", flat=True)
+        )
+        rows = _MODELS[source_type].objects.in_bulk([i for i in ids if i not in done])
+        # A record deleted meanwhile (the author took the message back) is not found: nothing to embed.
+        todo += [(source_type, rows[i]) for i in ids if i in rows]
     if not todo:
         return 0
     metas = [_record_text_and_meta(kind, record) for kind, record in todo]

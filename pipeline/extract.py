@@ -423,7 +423,7 @@ def _comparison_vectors(
         *(embed.record_text("entity", e) for e in old_entities),
     ]
     wanted = [t for t in texts if t]
-    found = iter(embed.vectors(wanted) or [None] * len(wanted))
+    found = iter(embed.vectors(wanted, records=True) or [None] * len(wanted))
     vectors = [next(found) if t else None for t in texts]
     new_at, old_at = len(decisions), len(decisions) + len(entities)
     split = old_at + len(old_decisions)

@@ -63,10 +63,17 @@ def classify_message(
     sent_at: str | None = None,
     over_rate: bool = False,
 ) -> None:
-    from pipeline import classify
+    from pipeline import batch, classify
 
     # Derived, never taken from the caller: the text read is always this channel's own message.
     key = claimcheck.key_for(channel_id, wire_msg_id)
+    if batch.done(channel_id, wire_msg_id):
+        return  # classified by another task's batch (pipeline/batch.py), its text already discarded
+    done = receipts.receipt_state(channel_id, wire_msg_id)
+    if done is not None and (done[0] >= 1 or done[1] != MessageReceipt.Outcome.QUEUED):
+        # Classified already: a redelivery, or a companion of another task's batch (pipeline/batch.py).
+        claimcheck.discard(key)
+        return
     channel = _accepting(channel_id, epoch, "classify")
     if channel is None:
         receipts.mark_receipt(channel_id, wire_msg_id, outcome=MessageReceipt.Outcome.DROPPED)
@@ -89,12 +96,35 @@ def classify_message(
     if over_rate:
         # Over its channel's rate at the bridge: classified by the offline engine (no model spend), counted.
         counters.bump_counter(channel_id, "classified_over_rate")
-    classify.classify_message(channel, wire_msg_id, text, offline_only=over_rate)
-    # Discarded only once classified: a worker killed mid-task leaves the key for the redelivery.
-    claimcheck.discard(key)
-    if forgetting.tombstoned(channel_id, [wire_msg_id]):
-        # Deleted while it was being classified: what was just written rests on it.
-        forgetting.forget_message(channel_id, wire_msg_id)
+    todo = [classify.Pending(channel, wire_msg_id, text, over_rate)]
+    size = settings.JEEVES.classify_batch
+    if size > 1 and not classify_message.request.called_directly and classify.batches():
+        # Delivered by a worker with the offline engine: the messages queued behind this one join it.
+        companions, left = batch.ready(batch.take(channel_id, wire_msg_id, size - 1))
+        batch.release([(q.channel_id, q.wire_msg_id) for q in left])  # their own tasks see to them
+        for c in companions:
+            if c.over_rate:
+                counters.bump_counter(c.channel.channel_id, "classified_over_rate")
+        todo += [classify.Pending(c.channel, c.wire_msg_id, c.text, c.over_rate) for c in companions]
+        taken = [(p.channel.channel_id, p.wire_msg_id) for p in todo]
+        try:
+            classify.classify_messages(todo)
+        except BaseException:
+            batch.release(taken)
+            raise
+    else:
+        taken = []
+        classify.classify_messages(todo)
+    # Discarded only once classified: a worker killed mid-task leaves the keys for the redeliveries.
+    claimcheck.discard_many([claimcheck.key_for(p.channel.channel_id, p.wire_msg_id) for p in todo])
+    batch.mark_done(taken)  # the companions' own tasks return at once
+    by_channel: dict[str, list[str]] = {}
+    for p in todo:
+        by_channel.setdefault(p.channel.channel_id, []).append(p.wire_msg_id)
+    for cid, ids in by_channel.items():
+        for deleted in forgetting.tombstoned(cid, ids):
+            # Deleted while it was being classified: what was just written rests on it.
+            forgetting.forget_message(cid, deleted)
 
 
 @shared_task(name="pipeline.tasks.extract_channel", queue=Queue.EXTRACT.value, **BACKEND_RETRY)
@@ -133,11 +163,16 @@ def extract_channel(channel_id: str, epoch: int) -> None:
 
 @shared_task(name="pipeline.tasks.embed_records", queue=Queue.EMBED.value, **BACKEND_RETRY)
 def embed_records(channel_id: str, epoch: int, records: list[list[str]]) -> None:
-    from pipeline import embed
+    from pipeline import batch, embed
 
     if _accepting(channel_id, epoch, "embed") is None:
         return
-    embed.embed_records([(kind, pk) for kind, pk in records])
+    todo = [(kind, pk) for kind, pk in records]
+    size = settings.JEEVES.embed_batch
+    if size > 1 and not embed_records.request.called_directly:
+        # Delivered by a worker: the records of the embed tasks queued behind this one join its forward pass.
+        todo += batch.embed_companions(size - 1)
+    embed.embed_records(todo)
 
 
 @shared_task(

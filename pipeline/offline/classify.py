@@ -59,12 +59,62 @@ def classify(
     """Tier 1 on the offline engine; `previous`: the window's messages before this one, `sent_at`: its
     time. Never raises on odd input."""
     text = (text or "")[:10000]
+    early = _without_model(text, ctx, mentions)
+    if early is not None:
+        return early
+    engine = engine or model.load()
+    rows = _rows(text, ctx, author_id, mentions, previous, sent_at)
+    probs = engine.score(rows, tier2=False).tier1[-1]
+    return _result(engine, probs, text, ctx, author_id)
+
+
+def classify_many(
+    messages: Sequence[tuple[str, ChannelContext, str, list[str], Sequence[WindowMessage], datetime | None]],
+    engine: model.Engine | None = None,
+) -> list[ClassifyResult]:
+    """`classify` for several messages (text, context, author id, mentions, previous, sent at), each scored
+    exactly as alone: its row of features depends on it and the message before it only
+    (`features.last_rows`). What they share is one forward pass of the embedder and one matrix product."""
+    out: list[ClassifyResult | None] = [None] * len(messages)
+    scored: list[tuple[int, list[features.Msg], str, ChannelContext, str]] = []
+    for k, (text, ctx, author_id, mentions, previous, sent_at) in enumerate(messages):
+        text = (text or "")[:10000]
+        out[k] = _without_model(text, ctx, mentions)
+        if out[k] is None:
+            scored.append((k, _rows(text, ctx, author_id, mentions, previous, sent_at), text, ctx, author_id))
+    if scored:
+        engine = engine or model.load()
+        groups = [rows for _, rows, _, _, _ in scored]
+        flat = features.embed([features.normalise(m.text) for rows in groups for m in rows])
+        vectors, at = [], 0
+        for rows in groups:
+            vectors.append(flat[at : at + len(rows)])
+            at += len(rows)
+        probs = engine.tier1.probs(features.last_rows(groups, vectors))
+        for (k, _, text, ctx, author_id), p in zip(scored, probs, strict=True):
+            out[k] = _result(engine, p, text, ctx, author_id)
+    return out  # type: ignore[return-value]
+
+
+def _without_model(text: str, ctx: ChannelContext, mentions: list[str]) -> ClassifyResult | None:
+    """The answer for a message the heads do not read (one to Jeeves, or one with no words), else None."""
     if is_bot_message(ctx, mentions):
         category = "routine" if CONTROL_COMMAND.search(text) else "question"
         return ClassifyResult(categories=[category], confidence=0.9, is_high_signal=False, gist="")
     if not _has_content(text):
         return ClassifyResult(categories=["routine"], confidence=0.8, is_high_signal=False, gist="")
-    engine = engine or model.load()
+    return None
+
+
+def _rows(
+    text: str,
+    ctx: ChannelContext,
+    author_id: str,
+    mentions: list[str],
+    previous: Sequence[WindowMessage],
+    sent_at: datetime | None,
+) -> list[features.Msg]:
+    """The message before this one that Tier 1 reads with it (a person's, not a bot's), then this one."""
     context = [m for m in previous if m.author_id not in ctx.bot_ids][-1:]
     now = sent_at or datetime.now(UTC)
     origin = context[0].ts if context else now
@@ -75,7 +125,10 @@ def classify(
     rows.append(
         features.Msg("", author_id, text, (now - origin).total_seconds() / 60 if context else 0.0, bool(others))
     )
-    probs = engine.score(rows, tier2=False).tier1[-1]
+    return rows
+
+
+def _result(engine: model.Engine, probs, text: str, ctx: ChannelContext, author_id: str) -> ClassifyResult:
     chosen = [c for k, c in enumerate(model.CATEGORIES) if probs[k] >= engine.threshold(c)]
     if not chosen:
         chosen = [model.CATEGORIES[int(probs.argmax())]]

@@ -236,6 +236,12 @@ def matrix(msgs: Sequence[Msg], vectors: np.ndarray | None = None, *, with_next:
     """The feature rows of `msgs` (a conversation or window, in order). `vectors`: their embeddings."""
     if vectors is None:
         vectors = embed([normalise(m.text) for m in msgs])
+    texts = [normalise(m.text) for m in msgs]
+    return _rows(_dense(msgs, vectors, with_next), texts, ["", *texts[:-1]], [*texts[1:], ""] if with_next else None)
+
+
+def _dense(msgs: Sequence[Msg], vectors: np.ndarray, with_next: bool) -> np.ndarray:
+    """The dense part of `msgs`' rows: their embeddings, the previous (and next) one's, scalars and cues."""
     zero = np.zeros((1, DIM), dtype=np.float32)
     prev = np.vstack([zero, vectors[:-1]]) if len(msgs) else vectors
     blocks = [vectors, prev]
@@ -243,20 +249,31 @@ def matrix(msgs: Sequence[Msg], vectors: np.ndarray | None = None, *, with_next:
         blocks.append(np.vstack([vectors[1:], zero]) if len(msgs) else vectors)
     blocks.append(scalars(msgs, with_next))
     blocks.append(cues(msgs, with_next))
-    dense = sparse.csr_matrix(np.hstack(blocks))
-    texts = [normalise(m.text) for m in msgs]
-    before = ["", *texts[:-1]]
-    text_blocks = [
-        dense,
+    return np.hstack(blocks)
+
+
+def _rows(dense: np.ndarray, texts: list[str], before: list[str], after: list[str] | None) -> sparse.csr_matrix:
+    """Rows from their dense part and their texts (normalised), the texts before them (and after them)."""
+    blocks = [
+        sparse.csr_matrix(dense),
         _WORDS.transform(texts),
         _CHARS.transform(texts),
         _EDGES.transform(texts),
         _CONTEXT.transform(before) * CONTEXT_WEIGHT,
     ]
-    if with_next:
-        after = [*texts[1:], ""]
-        text_blocks += [_CONTEXT.transform(after) * CONTEXT_WEIGHT, _EDGES.transform(after) * CONTEXT_WEIGHT]
-    return sparse.hstack(text_blocks, format="csr")
+    if after is not None:
+        blocks += [_CONTEXT.transform(after) * CONTEXT_WEIGHT, _EDGES.transform(after) * CONTEXT_WEIGHT]
+    return sparse.hstack(blocks, format="csr")
+
+
+def last_rows(groups: Sequence[Sequence[Msg]], vectors: Sequence[np.ndarray]) -> sparse.csr_matrix:
+    """The last row of `matrix(group, vectors, with_next=False)` for each group (a message and the messages
+    before it), built for all groups at once from the same parts (`_dense`, `_rows`): the same values, one
+    vectoriser call per block instead of one per group. `vectors[i]`: the embeddings of `groups[i]`."""
+    dense = np.vstack([_dense(g, v, False)[-1:] for g, v in zip(groups, vectors, strict=True)])
+    texts = [normalise(g[-1].text) for g in groups]
+    before = [normalise(g[-2].text) if len(g) > 1 else "" for g in groups]
+    return _rows(dense, texts, before, None)
 
 
 def width(with_next: bool) -> int:
