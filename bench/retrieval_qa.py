@@ -235,7 +235,7 @@ def fit(convs: dict, path: Path, dump: str | None) -> None:
     relevance.ARTEFACT.parent.mkdir(exist_ok=True)
     relevance.ARTEFACT.write_text(json.dumps(scorer.to_json(**about), indent=1) + "\n", encoding="utf-8")
     print(json.dumps(about, indent=1))
-    print(f"gate {scorer.gate}, margin {scorer.margin}; wrote {relevance.ARTEFACT.relative_to(ROOT)}")
+    print(f"gate {scorer.gate}, yes/no gate {scorer.verify_gate}, margin {scorer.margin}; wrote {relevance.ARTEFACT.relative_to(ROOT)}")
 
 
 def main() -> None:

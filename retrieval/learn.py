@@ -6,7 +6,7 @@ source overlaps the evidence of a gold record the question expects, or the quest
 the evalsets README scores answers). `fit` fits a logistic regression on those rows, chooses its
 regularisation by grouped cross-validation (folds by conversation: the best top-1 + top-5 with every
 question answered), then replays the answer step on the out-of-fold probabilities to choose the no-record
-gate (over the best candidate's topicality: the harmonic mean of answerable questions with an expected
+gate (over the best candidate's topicality, one for yes/no questions and one for the rest: the harmonic mean of answerable questions with an expected
 record cited and no-record questions declined, both goals at once) and the widest citing margin whose
 extra citations still find expected records. Run on train only
 (`python bench/retrieval_qa.py --offline evalsets/train --fit`); dev is for reporting.
@@ -95,14 +95,22 @@ def _probabilities(w: np.ndarray, b: float, rows: Sequence[Sequence[float]]) -> 
     return list(1.0 / (1.0 + np.exp(-z)))
 
 
-def replay(questions: Sequence[Question], probs: Sequence[Sequence[float]], gate: float, margin: float) -> dict:
+def replay(
+    questions: Sequence[Question],
+    probs: Sequence[Sequence[float]],
+    gate: float,
+    margin: float,
+    verify_gate: float | None = None,
+) -> dict:
     """The answer step on given probabilities: no record unless the most on-topic citable candidate reaches
-    `gate` (or the question is a filter); else the most probable, and those within `margin` of it. Returns
-    top-5 (answerable, an expected record cited), top-1, cited precision, no-record right."""
+    `gate` (`verify_gate` for a yes/no question, when given) or the question is a filter; else the most
+    probable, and those within `margin` of it. Returns top-5 (answerable, an expected record cited), top-1,
+    cited precision, no-record right."""
     answerable = right_none = none = top5 = top1 = cited = cited_ok = 0
     for q, p in zip(questions, probs, strict=True):
         order = sorted((i for i in range(len(p)) if q.citable[i]), key=lambda i: -p[i])
-        answers = bool(order) and (q.is_filter or max(relevance.topicality_of(q.rows[i]) for i in order) >= gate)
+        bar = verify_gate if verify_gate is not None and relevance.is_verification(q.question) else gate
+        answers = bool(order) and (q.is_filter or max(relevance.topicality_of(q.rows[i]) for i in order) >= bar)
         chosen = []
         if answers:
             chosen = [i for i in order if p[i] >= p[order[0]] - margin][:MAX_CITED]
@@ -160,22 +168,28 @@ def fit(questions: Sequence[Question], *, folds: int = 5) -> tuple[Scorer, dict[
             ranked = (r["top1"] + r["top5"], c, probs)
     assert ranked is not None
     _, c, probs = ranked
-    gate = max(GATES, key=lambda g: (both(replay(qs, probs, g, 0.0)), -g))
-    top5_at_gate = replay(qs, probs, gate, 0.0)["top5"]
+    # Two gates, chosen together: one for yes/no questions ("did we agree to …?", which ask about one thing
+    # and are answered "no record" far more often), one for the rest.
+    gate, verify_gate = max(
+        ((g, v) for g in GATES for v in GATES),
+        key=lambda gv: (both(replay(qs, probs, gv[0], 0.0, gv[1])), -gv[0], -gv[1]),
+    )
+    top5_at_gate = replay(qs, probs, gate, 0.0, verify_gate)["top5"]
     margin = 0.0
     for m in MARGINS:  # the widest margin whose extra citations still find expected records
-        r = replay(qs, probs, gate, m)
+        r = replay(qs, probs, gate, m, verify_gate)
         if r["top5"] > top5_at_gate + 0.005 and r["cited_precision"] >= 0.5:
             margin, top5_at_gate = m, r["top5"]
     w, b = _fit_lr(x, y, c)
-    scorer = Scorer(weights=tuple(float(v) for v in w), bias=b, gate=gate, margin=margin)
+    scorer = Scorer(weights=tuple(float(v) for v in w), bias=b, gate=gate, margin=margin, verify_gate=verify_gate)
     report = {
         "questions": len(qs),
         "candidates": len(y),
         "expected_candidates": int(y.sum()),
         "C": c,
         "cross_validation": {
-            k: round(v, 3) if isinstance(v, float) else v for k, v in replay(qs, probs, gate, margin).items()
+            k: round(v, 3) if isinstance(v, float) else v
+            for k, v in replay(qs, probs, gate, margin, verify_gate).items()
         },
         "expected_among_candidates": round(statistics.mean(any(q.expected) for q in qs if not q.no_record), 3),
     }

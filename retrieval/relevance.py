@@ -72,6 +72,19 @@ def is_filter(plan: QueryPlan) -> bool:
     return bool(plan.friendly_ids or plan.record_types or plan.statuses)
 
 
+_VERIFICATION = re.compile(
+    r"^\W*(?:so|and|but|ok|okay)?[\s,]*(?:did|do|does|have|has|had|is|are|was|were|will|would|can|could|should|shall)"
+    r"(?:n't)?\b",
+    re.IGNORECASE,
+)
+
+
+def is_verification(question: str) -> bool:
+    """A yes/no question ("did we agree to …?", "is there a …?"): it asks whether one particular thing is on
+    record, so a record only about the same subject does not answer it. Such questions get their own gate."""
+    return bool(_VERIFICATION.match(question or ""))
+
+
 def _words(text: str) -> int:
     return len(re.findall(r"\w+", text))
 
@@ -133,14 +146,21 @@ def topicality_of(row: Sequence[float]) -> float:
 @dataclass(frozen=True)
 class Scorer:
     """The fitted model: P(record answers question) = sigmoid(weights . features + bias). `gate`: the least
-    topicality of the most on-topic candidate for an answer; `margin`: how far below the best record's
-    probability a cited record's may be."""
+    topicality of the most on-topic candidate for an answer (`verify_gate` for a yes/no question); `margin`:
+    how far below the best record's probability a cited record's may be."""
 
     weights: tuple[float, ...]
     bias: float
     gate: float
     margin: float
+    verify_gate: float | None = None  # the gate of a yes/no question (`is_verification`); None: `gate`
     version: str = FEATURE_VERSION
+
+    def gate_for(self, question: str) -> float:
+        """The no-record gate for `question`: a yes/no question has its own, fitted with the other."""
+        if self.verify_gate is not None and is_verification(question):
+            return self.verify_gate
+        return self.gate
 
     def probability(self, row: Sequence[float]) -> float:
         z = self.bias + sum(w * x for w, x in zip(self.weights, row, strict=True))
@@ -153,6 +173,7 @@ class Scorer:
             "weights": [round(w, 6) for w in self.weights],
             "bias": round(self.bias, 6),
             "gate": self.gate,
+            "verify_gate": self.verify_gate,
             "margin": self.margin,
             **about,
         }
@@ -173,6 +194,7 @@ def from_json(data: Mapping[str, object]) -> Scorer:
         bias=float(data["bias"]),  # type: ignore[arg-type]
         gate=float(data["gate"]),  # type: ignore[arg-type]
         margin=float(data["margin"]),  # type: ignore[arg-type]
+        verify_gate=None if data.get("verify_gate") is None else float(data["verify_gate"]),  # type: ignore[arg-type]
     )
 
 

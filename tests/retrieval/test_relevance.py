@@ -77,9 +77,21 @@ def test_a_filter_question_is_answered_by_its_hits():
     assert is_filter(QueryPlan(friendly_ids=["DEC-0001"]))
 
 
+def test_a_yes_no_question_has_its_own_gate():
+    asks_whether = ["Did the kiosk team settle on a paint supplier?", "so have we booked the barge?",
+                    "Is there a cap on taxi fares?", "Weren't the badges reprinted?", "Can interns use the van?"]  # fmt: skip
+    asks_what = ["What did the kiosk team settle on?", "Who booked the barge?", "When do badges arrive?",
+                 "Why is there a cap on taxi fares?", "Tell me about the van."]  # fmt: skip
+    assert all(relevance.is_verification(q) for q in asks_whether)
+    assert not any(relevance.is_verification(q) for q in asks_what)
+    scorer = Scorer(weights=(0.0,) * len(FEATURES), bias=0.0, gate=0.6, margin=0.1, verify_gate=0.9)
+    assert scorer.gate_for(asks_whether[0]) == 0.9 and scorer.gate_for(asks_what[0]) == 0.6
+    assert Scorer(weights=(0.0,) * len(FEATURES), bias=0.0, gate=0.6, margin=0.1).gate_for(asks_whether[0]) == 0.6
+
+
 def test_the_scorer_is_a_logistic_model_stored_as_json(tmp_path):
     weights = tuple(1.0 if name == "similarity" else 0.0 for name in FEATURES)
-    scorer = Scorer(weights=weights, bias=-0.5, gate=0.6, margin=0.1)
+    scorer = Scorer(weights=weights, bias=-0.5, gate=0.6, margin=0.1, verify_gate=0.75)
     row = [0.5 if name == "similarity" else 0.0 for name in FEATURES]
     assert scorer.probability(row) == pytest.approx(0.5)
     path = tmp_path / "relevance.json"
