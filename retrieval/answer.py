@@ -33,6 +33,7 @@ from retrieval.relevance import citable
 logger = logging.getLogger(__name__)
 
 NO_RECORD = "I'm afraid I have no record of that particular matter."
+NEAREST = "I have nothing that settles that directly, I'm afraid; the nearest I hold is this."
 CONTRADICTION = "One notes that this appears to differ from"
 MAX_CITED = 3  # the record that answers, and at most two that add to it
 

@@ -277,6 +277,8 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
         channel_id=channel_id, timezone=scope.timezone, now=timezone.now(), names=_names(channel_id, ranked)
     )
     result = answers.respond(found.plan, pack, pairs, cited, setting)
+    if result.cited and found.scores.get(result.cited[0].key, 1.0) < scorer.hedge_below:
+        result = replace(result, text=f"{answers.NEAREST} {result.text}")  # only near the question
     timings["answer"] = _ms(t)
     by_key = {f.key: f for f in found.fused}
     cited = [

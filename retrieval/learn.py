@@ -134,6 +134,33 @@ def replay(
     }
 
 
+HEDGES = (0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def hedge_threshold(
+    questions: Sequence[Question], probs: Sequence[Sequence[float]], gate: float, verify_gate: float | None
+) -> float:
+    """Where the record an answer rests on (the most probable citable one of an answered question) was right
+    less than half the time: the top of the lowest bands of probability (under 0.5, 0.5-0.6, 0.6-0.7, …)
+    each of which was more often wrong than right. Answers there say it is the nearest record. 0.0 when the
+    lowest band is right more often than not. `probs` are out-of-fold: what unseen questions should see."""
+    leads: list[tuple[float, bool]] = []
+    for q, p in zip(questions, probs, strict=True):
+        order = sorted((i for i in range(len(p)) if q.citable[i]), key=lambda i: -p[i])
+        bar = verify_gate if verify_gate is not None and relevance.is_verification(q.question) else gate
+        if order and not q.is_filter and max(relevance.topicality_of(q.rows[i]) for i in order) >= bar:
+            leads.append((p[order[0]], not q.no_record and q.expected[order[0]]))
+    best, low = 0.0, 0.0
+    for h in HEDGES:
+        band = [right for prob, right in leads if low <= prob < h]
+        if band and sum(band) / len(band) >= 0.5:
+            break
+        if band:  # an empty band says nothing either way
+            best = h
+        low = h
+    return best
+
+
 def both(r: dict) -> float:
     """Answerable questions answered (an expected record cited) and no-record ones declined, as a harmonic
     mean: both goals at once. (Their plain mean is flat where one is traded for the other, and its optimum
@@ -180,13 +207,22 @@ def fit(questions: Sequence[Question], *, folds: int = 5) -> tuple[Scorer, dict[
         r = replay(qs, probs, gate, m, verify_gate)
         if r["top5"] > top5_at_gate + 0.005 and r["cited_precision"] >= 0.5:
             margin, top5_at_gate = m, r["top5"]
+    hedge_below = hedge_threshold(qs, probs, gate, verify_gate)
     w, b = _fit_lr(x, y, c)
-    scorer = Scorer(weights=tuple(float(v) for v in w), bias=b, gate=gate, margin=margin, verify_gate=verify_gate)
+    scorer = Scorer(
+        weights=tuple(float(v) for v in w),
+        bias=b,
+        gate=gate,
+        margin=margin,
+        verify_gate=verify_gate,
+        hedge_below=hedge_below,
+    )
     report = {
         "questions": len(qs),
         "candidates": len(y),
         "expected_candidates": int(y.sum()),
         "C": c,
+        "hedge_below": hedge_below,
         "cross_validation": {
             k: round(v, 3) if isinstance(v, float) else v
             for k, v in replay(qs, probs, gate, margin, verify_gate).items()

@@ -154,6 +154,9 @@ class Scorer:
     gate: float
     margin: float
     verify_gate: float | None = None  # the gate of a yes/no question (`is_verification`); None: `gate`
+    # Under this probability the record an answer rests on was more often wrong than right (train CV): the
+    # answer says it is only the nearest record.
+    hedge_below: float = 0.0
     version: str = FEATURE_VERSION
 
     def gate_for(self, question: str) -> float:
@@ -174,6 +177,7 @@ class Scorer:
             "bias": round(self.bias, 6),
             "gate": self.gate,
             "verify_gate": self.verify_gate,
+            "hedge_below": self.hedge_below,
             "margin": self.margin,
             **about,
         }
@@ -195,6 +199,7 @@ def from_json(data: Mapping[str, object]) -> Scorer:
         gate=float(data["gate"]),  # type: ignore[arg-type]
         margin=float(data["margin"]),  # type: ignore[arg-type]
         verify_gate=None if data.get("verify_gate") is None else float(data["verify_gate"]),  # type: ignore[arg-type]
+        hedge_below=float(data.get("hedge_below") or 0.0),  # type: ignore[arg-type]
     )
 
 

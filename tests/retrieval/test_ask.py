@@ -14,7 +14,8 @@ from django.test import override_settings
 from ground.config import SlotConfig
 from knowledge.models import LlmCall
 from pipeline import embedder
-from retrieval.answer import CONTRADICTION, NO_RECORD
+from retrieval import relevance
+from retrieval.answer import CONTRADICTION, NEAREST, NO_RECORD
 from retrieval.ask import ask
 from tests.retrieval import factory as f
 
@@ -74,6 +75,18 @@ def test_accountability_names_the_owner(billing):
     result = ask(ch.channel_id, alice, "Who is writing the retry_attempts migration?")
     assert result.records[0].id == a1.friendly_id
     assert result.answer.startswith("Alice Martin has it in hand (ACT-")
+
+
+def test_an_answer_resting_on_a_doubtful_match_says_it_is_only_the_nearest(billing, monkeypatch):
+    ch, alice, *_rest, a1 = billing
+    fitted = relevance.load()
+    monkeypatch.setattr(relevance, "load", lambda: dataclasses.replace(fitted, hedge_below=1.01))
+    hedged = ask(ch.channel_id, alice, "Who is writing the retry_attempts migration?")
+    assert hedged.answer.startswith(f"{NEAREST} Alice Martin has it in hand (ACT-")
+    assert hedged.records[0].id == a1.friendly_id
+    monkeypatch.setattr(relevance, "load", lambda: dataclasses.replace(fitted, hedge_below=0.0))
+    plain = ask(ch.channel_id, alice, "Who is writing the retry_attempts migration?")
+    assert plain.answer.startswith("Alice Martin has it in hand (ACT-")
 
 
 def test_nothing_found_is_the_exact_sentence_and_no_model_call(billing):

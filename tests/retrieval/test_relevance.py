@@ -89,9 +89,25 @@ def test_a_yes_no_question_has_its_own_gate():
     assert Scorer(weights=(0.0,) * len(FEATURES), bias=0.0, gate=0.6, margin=0.1).gate_for(asks_whether[0]) == 0.6
 
 
+def test_the_hedge_covers_the_low_bands_where_the_first_record_was_mostly_wrong():
+    from retrieval.learn import Question, hedge_threshold
+
+    def q(prob: float, right: bool) -> tuple[Question, list[float]]:
+        row = [1.0 if name in ("similarity", "coverage") else 0.0 for name in FEATURES]
+        question = Question("c", no_record=False, is_filter=False, rows=[row], citable=[True], expected=[right],
+                            question="What did the barge crew pick?")  # fmt: skip
+        return question, [prob]
+
+    leads = [q(0.45, False), q(0.55, False), q(0.56, True), q(0.58, False), q(0.65, True), q(0.66, False),
+             q(0.68, False), q(0.75, True), q(0.76, False), q(0.77, True), q(0.95, True)]  # fmt: skip
+    questions, probs = [x for x, _ in leads], [p for _, p in leads]
+    assert hedge_threshold(questions, probs, gate=0.5, verify_gate=None) == 0.7  # 0.7-0.8 was mostly right
+    assert hedge_threshold(questions[-1:], probs[-1:], gate=0.5, verify_gate=None) == 0.0
+
+
 def test_the_scorer_is_a_logistic_model_stored_as_json(tmp_path):
     weights = tuple(1.0 if name == "similarity" else 0.0 for name in FEATURES)
-    scorer = Scorer(weights=weights, bias=-0.5, gate=0.6, margin=0.1, verify_gate=0.75)
+    scorer = Scorer(weights=weights, bias=-0.5, gate=0.6, margin=0.1, verify_gate=0.75, hedge_below=0.7)
     row = [0.5 if name == "similarity" else 0.0 for name in FEATURES]
     assert scorer.probability(row) == pytest.approx(0.5)
     path = tmp_path / "relevance.json"
