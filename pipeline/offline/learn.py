@@ -131,12 +131,11 @@ def fit_engine(
     )
 
 
-def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict[str, Any]:
-    from pipeline.offline import training
-
-    data = Data(train)
+def fold_engines(data: Data, seed: int):
+    """The engines of the 5 folds (grouped by conversation), each fitted without its test rows, and the
+    thresholds chosen on their out-of-fold probabilities. Returns (folds, t1, t2, thresholds1,
+    thresholds2), folds being [(engine, test_rows)] with the thresholds not yet set on the engines."""
     n = data.y1.shape[0]
-    everything = np.arange(n)
     folds = list(GroupKFold(n_splits=FOLDS).split(np.zeros(n), groups=data.groups))
     # Out-of-fold probabilities → one threshold per head.
     oof1 = np.zeros_like(data.y1)
@@ -151,8 +150,15 @@ def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict
     owner_rows = data.owner_rows
     t2 = [_best_threshold(data.y2[:, k], oof2[:, k]) for k in range(3)]
     t2.append(_owner_threshold(data.y2[owner_rows, 3], oof2[owner_rows, 3]))
-    thresholds1 = np.array([t for t, _ in t1])
-    thresholds2 = np.array([t for t, _ in t2])
+    return fold_heads, t1, t2, np.array([t for t, _ in t1]), np.array([t for t, _ in t2])
+
+
+def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict[str, Any]:
+    from pipeline.offline import training
+
+    data = Data(train)
+    everything = np.arange(data.y1.shape[0])
+    fold_heads, t1, t2, thresholds1, thresholds2 = fold_engines(data, seed)
     # The record builder's parameters: replay train with the fold engines, keep the best.
     by_conv = {}
     for engine, test_rows in fold_heads:

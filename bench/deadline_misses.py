@@ -1,0 +1,83 @@
+"""Every deadline miss of the offline engine's matched actions: expected against got, with the messages
+of both evidence lists, each with its local date and what `deadlines.resolve` reads in it.
+
+    .venv/bin/python bench/deadline_misses.py [evalsets/train] [--quiet]
+
+On train the figures are cross-validated, as `jeeves train` reports them: each conversation replayed by
+the engine of the fold that did not see it (the five fold engines are fitted here, about 4 minutes, with
+the committed engine's parameters). On any other folder the committed engine replays it. Read train's
+misses to find what a rule gets wrong in general; dev is for the figure only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
+os.environ.setdefault("JEEVES_EMBEDDED", "1")
+
+import django
+
+django.setup()
+
+from pipeline.offline import artefacts, corpus, deadlines, learn, model, replay  # noqa: E402
+
+
+def _engines(convs: list[corpus.Conversation], folder: Path):
+    """conversation id → the engine that replays it."""
+    if folder.resolve() != corpus.TRAIN.resolve():
+        engine = model.load()
+        return {c.id: engine for c in convs}
+    _, meta = artefacts.load(model.NAME)
+    data = learn.Data(convs)
+    folds, _, _, thresholds1, thresholds2 = learn.fold_engines(data, meta.get("seed", 0))
+    by_conv = {}
+    for engine, test_rows in folds:
+        engine.tier1.thresholds, engine.tier2.thresholds = thresholds1.copy(), thresholds2.copy()
+        engine.params = {**model.DEFAULT_PARAMS, **meta.get("params", {})}
+        for k in sorted(set(data.groups[test_rows])):
+            by_conv[convs[int(k)].id] = engine
+    return by_conv
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", nargs="?", default=str(corpus.TRAIN))
+    parser.add_argument("--quiet", action="store_true", help="the figures only")
+    args = parser.parse_args()
+    folder = Path(args.folder)
+    convs = corpus.load_dir(folder)
+    engines = _engines(convs, folder)
+    runs = [replay.run(c, engines[c.id], labels=False) for c in convs]
+    right = total = 0
+    for run in runs:
+        conv, actions = run.conversation, run.result.actions
+        by_id = {m.id: m for m in conv.messages}
+        gold = conv.gold["actions"]
+        for i, j in replay.match([set(a.source_msg_ids) for a in actions], [set(g["evidence"]) for g in gold]):
+            expected, got = gold[j]["deadline"], actions[i].deadline.isoformat() if actions[i].deadline else None
+            total += 1
+            right += got == expected
+            if got == expected or args.quiet:
+                continue
+            head = f"{conv.id} {gold[j]['id']} expected {expected} got {got} ({conv.ctx.timezone})"
+            print(f"\n{head}: {gold[j]['description']}")
+            for mid in sorted(set(gold[j]["evidence"]) | set(actions[i].source_msg_ids)):
+                m = by_id[mid]
+                day = deadlines.local_date(m.ts, conv.ctx.timezone)
+                tag = ("G" if mid in gold[j]["evidence"] else " ") + ("P" if mid in actions[i].source_msg_ids else " ")
+                print(f"  {tag} {mid} {day:%a %d %b} -> {deadlines.resolve(m.text, day)}: {m.text[:240]!r}")
+    figures = replay.score(runs)
+    print(
+        f"\n{folder}: deadlines right {right}/{total} ({figures['deadline_accuracy']:.3f}); actions F1"
+        f" {figures['actions']['f1']:.3f}, owner {figures['owner_accuracy']:.3f}, decisions F1"
+        f" {figures['decisions']['f1']:.3f}  (G: gold evidence, P: the engine's)"
+    )
+
+
+if __name__ == "__main__":
+    main()
