@@ -4,12 +4,22 @@ Follows the evalset conventions (today/EOD/tonight → same day, "by Friday" →
 "this week" → Friday, "next Friday"/"end of next week" → the following week, "before the 14th"
 (or "before the review on the 14th", "ahead of the 14 May launch")
 → the 13th, "end of month" → its last day); explicit dates go through `dateparser`.
+
+A message can name several dates; `phrases` finds every one with where it stands, and `resolve`
+picks: the first one said as a deadline ("by …", "before …", "… at the latest", "EOD"), else the
+first one. General English decides what is no deadline: a negated date ("tonight, not tomorrow"),
+a possessive ("tomorrow's session"), a past one ("since Friday", "last Tuesday", "two days ago"), a
+start or a lower bound ("starting Monday", "next week at the earliest"), and the condition of
+another date ("if I get it by Wednesday I can ship Thursday"). A time of day after a day belongs to
+that day ("Wednesday EOD", "Thursday noon", "fri 5pm"). With `marked_only`, only dates said as a
+deadline count (for the parts of a message that are not the task itself).
 """
 
 from __future__ import annotations
 
 import calendar
 import re
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -32,25 +42,61 @@ _MONTHS = (
     r"|sep|sept|september|oct|october|nov|november|dec|december)\b"
 )
 _ORD = r"(\d{1,2})(?:st|nd|rd|th)"
+_HOUR = r"\d{1,2}(?::\d\d)?\s*(?:am|pm|h\b)|noon|midday"
 
+# Same local day. "by 3" (an hour, nothing after it that makes it a quantity) and "in an hour" too.
 _SAME_DAY = re.compile(
-    r"\b(today|tonight|eod|end of (the )?day|this (morning|afternoon|evening)|before the \d{1,2}(:\d\d)? ?(am|pm)\b"
-    r"|by \d{1,2}(:\d\d)? ?(am|pm)|by lunch(time)?|(by )?close of (play|business)|cop|cob|eob)\b"
+    r"\b(?:today|tonight|eod|end of (?:the )?day|this (?:morning|afternoon|evening)"
+    r"|before the \d{1,2}(?::\d\d)? ?(?:am|pm)\b"
+    rf"|(?:by|before|until|till) (?:{_HOUR})"
+    r"|by \d{1,2}(?::\d\d)?(?=\s*(?:$|[.,!?;)]|and\b|or\b|latest\b|at the latest))"
+    r"|(?:by |after )lunch(?:time)?|(?:by )?close of (?:play|business)|cop|cob|eob"
+    r"|(?:with)?in (?:an|the next|the|one|two|three|a couple of|\d{1,2}) (?:hours?|hrs?|minutes|mins)"
+    r"|within the hour|right now|now now)\b"
 )
-_TOMORROW = re.compile(r"\b(tomorrow|tmrw|tmr)\b")
-_NEXT_WEEKDAY = re.compile(rf"\b(next {_WD}|{_WD} next week|end of next week|next week)\b")
-_THIS_WEEK = re.compile(r"\b(this week|end of (the )?week|eow)\b")
-_END_OF_MONTH = re.compile(r"\b(end of (the )?month|eom|month[- ]end)\b")
+_TOMORROW = re.compile(r"\b(?:tomorrow|tmrw|tmr)\b(?!'s)")
+_NEXT_WEEKDAY = re.compile(rf"\b(?:next {_WD}|{_WD} next week|end of next week|next week)")
+_THIS_WEEK = re.compile(r"\b(?:this week|end of (?:the )?week|eow)\b")
+_END_OF_MONTH = re.compile(r"\b(?:end of (?:the )?month|eom|month[- ]end)\b")
 # "before the 14th", "before the review on the 14th", "ahead of go-live on 3 May": the day before.
 _BEFORE = r"\b(?:before|ahead of)(?: (?![\d])[\w'-]+){0,4}?(?: on| by)?"
-_BEFORE_ORD = re.compile(rf"{_BEFORE} (the )?{_ORD}\b")
+_BEFORE_ORD = re.compile(rf"{_BEFORE} (?:the )?{_ORD}\b")
 _BEFORE_DATE = re.compile(rf"{_BEFORE} (?:the )?({_MONTHS} \d{{1,2}}|\d{{1,2}} {_MONTHS})\b")
+_BEFORE_THEN = re.compile(r"\b(?:before|ahead of) (?:then|that)\b")
 _EXPLICIT = re.compile(
-    rf"\b(?:by|until|till|on|due|for|before|deadline|from)?\s*(?:{_WD} )?(?:the )?({_MONTHS} \d{{1,2}}(?:st|nd|rd|th)?"
-    rf"|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTHS})\b"
+    rf"\b(?:{_WD},? )?(?:the )?({_MONTHS} \d{{1,2}}(?:st|nd|rd|th)?(?!\d)|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTHS})"
 )
 _BY_ORD = re.compile(rf"\b(?:by|until|till|on|due|for) (?:{_WD} )?the {_ORD}\b")
-_WEEKDAY = re.compile(rf"\b(?:by |on |until |till |before |for )?({_WD})")
+# "wed the 20th", "Friday the 17th", "mon 20": that day of the month.
+_WEEKDAY_ORD = re.compile(rf"\b{_WD},? (?:the )?(\d{{1,2}})(?:st|nd|rd|th)?\b(?!\s*(?::|\.\d|am|pm|h\b|%|x\b))")
+_WEEKDAY = re.compile(rf"\b({_WD})")
+
+# Said as a deadline: a word before it, or "at the latest" after it.
+_MARK_BEFORE = re.compile(
+    r"(?:\b(?:by|before|until|till|due|deadline|cut-?off|latest|ahead of|no later than|in time for)\b[^.!?;,]{0,12}"
+    r"|\b(?:by|due|until|till)\s+(?:the\s+)?(?:end of\s+)?)$"
+)
+_MARK_AFTER = re.compile(r"^\W{0,3}(?:at the latest|latest|tops|max)\b")
+_MARKED_ITSELF = re.compile(r"^(?:eod|eob|cob|cop|end of|close of|before|ahead of|by\b|this week)")
+# What makes a date no deadline.
+_NEGATED = re.compile(r"\b(?:not|no|instead of|rather than|never)\s+(?:on\s+|by\s+|until\s+)?$")
+_PAST = re.compile(r"\b(?:since|last|from last|until last|earlier)\s+(?:on\s+)?$|\byesterday\b[^.!?]{0,10}$")
+_START = re.compile(
+    r"\b(?:start|starts|starting|started|begin|begins|beginning|kick(?:s|ing)? off)\b(?:\W+\w+){0,3}?\W+(?:on\s+)?$"
+    r"|\bfrom\s+$"
+)
+_AFTER_NOT = re.compile(r"^\W{0,3}(?:ago|at the earliest|earliest|onwards?)\b")
+_CONDITION = re.compile(r"\b(?:if|once|as soon as|assuming|provided)\b[^.!?;,]*$")
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """A date a text names: where it stands, the day, whether it is said as a deadline."""
+
+    start: int
+    end: int
+    day: date
+    marked: bool
 
 
 def local_date(ts: datetime, timezone: str) -> date:
@@ -112,39 +158,140 @@ def _parse_explicit(phrase: str, today: date) -> date | None:
     return result
 
 
-def resolve(text: str, today: date) -> date | None:
-    """The deadline `text` states, as a local date, or None when it states none."""
-    lowered = (text or "").lower().replace("\u2019", "'")
-    if not lowered.strip():
-        return None
-    if m := _BEFORE_ORD.search(lowered):
-        day = _month_day(today, int(m.group(2)))
-        return day - timedelta(days=1) if day else None
-    if m := _BEFORE_DATE.search(lowered):
+def _candidates(text: str, today: date) -> list[tuple[int, int, date | None, str]]:
+    """Every date-like span as (start, end, day, kind); the day is None where it cannot be resolved."""
+    out: list[tuple[int, int, date | None, str]] = []
+    for m in _BEFORE_ORD.finditer(text):
+        day = _month_day(today, int(m.group(1)))
+        out.append((m.start(), m.end(), day - timedelta(days=1) if day else None, "before"))
+    for m in _BEFORE_DATE.finditer(text):
         parsed = _parse_explicit(m.group(1), today)
-        return parsed - timedelta(days=1) if parsed else None
-    if m := _BY_ORD.search(lowered):
-        return _month_day(today, int(m.group(1)))
-    if m := _EXPLICIT.search(lowered):
-        parsed = _parse_explicit(m.group(1), today)
-        if parsed:
-            return parsed
-    if _END_OF_MONTH.search(lowered):
-        return date(today.year, today.month, calendar.monthrange(today.year, today.month)[1])
-    if m := _NEXT_WEEKDAY.search(lowered):
-        phrase = m.group(0)
-        named = re.search(_WD, phrase)
+        out.append((m.start(), m.end(), parsed - timedelta(days=1) if parsed else None, "before"))
+    for m in _BEFORE_THEN.finditer(text):
+        out.append((m.start(), m.end(), None, "before_then"))
+    for m in _BY_ORD.finditer(text):
+        out.append((m.start(), m.end(), _month_day(today, int(m.group(1))), "ordinal"))
+    for m in _WEEKDAY_ORD.finditer(text):
+        if 1 <= int(m.group(1)) <= 31:
+            out.append((m.start(), m.end(), _month_day(today, int(m.group(1))), "ordinal"))
+    for m in _EXPLICIT.finditer(text):
+        out.append((m.start(), m.end(), _parse_explicit(m.group(1), today), "explicit"))
+    for m in _END_OF_MONTH.finditer(text):
+        last = calendar.monthrange(today.year, today.month)[1]
+        out.append((m.start(), m.end(), date(today.year, today.month, last), "month"))
+    for m in _NEXT_WEEKDAY.finditer(text):
+        named = re.search(_WD, m.group(0))
         weekday = _weekday_index(named.group(0)) if named else 4
-        return _following_week(today, 4 if weekday is None else weekday)
-    if _TOMORROW.search(lowered):  # "end of day tomorrow", "tomorrow EOD": tomorrow
-        return today + timedelta(days=1)
-    if _SAME_DAY.search(lowered):
-        return today
-    if _THIS_WEEK.search(lowered):
+        out.append((m.start(), m.end(), _following_week(today, 4 if weekday is None else weekday), "next"))
+    for m in _TOMORROW.finditer(text):
+        out.append((m.start(), m.end(), today + timedelta(days=1), "tomorrow"))
+    for m in _SAME_DAY.finditer(text):
+        out.append((m.start(), m.end(), today, "today"))
+    for m in _THIS_WEEK.finditer(text):
         friday = today - timedelta(days=today.weekday()) + timedelta(days=4)
-        return friday if friday >= today else today
-    if m := _WEEKDAY.search(lowered):
+        out.append((m.start(), m.end(), friday if friday >= today else today, "week"))
+    for m in _WEEKDAY.finditer(text):
         weekday = _weekday_index(m.group(1))
         if weekday is not None:
-            return _next_weekday(today, weekday)
-    return None
+            out.append((m.start(), m.end(), _next_weekday(today, weekday), "weekday"))
+    return out
+
+
+def _clause_start(text: str, at: int) -> int:
+    cut = max(text.rfind(c, 0, at) for c in ".!?;\n")
+    return cut + 1
+
+
+_BESIDE = re.compile(r"[\s,]*(?:at|by|around|before|on)?\s*")
+_DEADLINE_WORD = re.compile(r"(?:by|before|until|till|eod|eob|cob|cop|end of|close of)\b")
+
+
+def _spans(text: str, today: date) -> list[tuple[int, int, date | None, str, bool]]:
+    """The candidates of `text` in order, one per place (the longest match wins over those inside it),
+    a time of day joined to the day beside it ("Wednesday EOD", "by end of day tomorrow"): then the
+    day's, said as a deadline when the time was ("tomorrow by 5pm")."""
+    found = sorted(_candidates(text, today), key=lambda c: (c[0], -(c[1] - c[0])))
+    spans: list[tuple[int, int, date | None, str]] = []
+    for cand in found:
+        if not any(s <= cand[0] and cand[1] <= e for s, e, _, _ in spans):
+            spans.append(cand)
+    out: list[tuple[int, int, date | None, str, bool]] = []
+    k = 0
+    while k < len(spans):
+        start, end, day, kind = spans[k]
+        nxt = spans[k + 1] if k + 1 < len(spans) else None
+        if kind == "today" and nxt and nxt[3] != "today" and _BESIDE.fullmatch(text[end : nxt[0]]):
+            marked = bool(_DEADLINE_WORD.match(text[start:end]))
+            out.append((start, nxt[1], nxt[2], nxt[3], marked))  # the time, then its day
+            k += 2
+            continue
+        if kind == "today" and out and out[-1][3] != "today" and _BESIDE.fullmatch(text[out[-1][1] : start]):
+            if _DEADLINE_WORD.match(text[start:end]):
+                out[-1] = (*out[-1][:4], True)  # the day, then its time
+            k += 1
+            continue
+        out.append((start, end, day, kind, False))
+        k += 1
+    return out
+
+
+def _rules_out(text: str, start: int, end: int, kind: str) -> bool:
+    """Is the date at text[start:end] no deadline: negated, possessive, past, a start or a lower bound?"""
+    before, after = text[:start], text[end:]
+    if _NEGATED.search(before) or _PAST.search(before) or _AFTER_NOT.match(after) or after.startswith("'s"):
+        return True
+    return kind not in ("before", "before_then") and bool(_START.search(before[_clause_start(text, start) :]))
+
+
+def phrases(text: str, today: date) -> list[Phrase]:
+    """The deadline-shaped dates `text` names, in order, without the ones general English rules out."""
+    lowered = (text or "").lower().replace("\u2019", "'")
+    if not lowered.strip():
+        return []
+    kept: list[Phrase] = []
+    for start, end, day, kind, time_marked in _spans(lowered, today):
+        if kind == "before_then":
+            day = kept[-1].day - timedelta(days=1) if kept else None
+        if day is None or day < today or _rules_out(lowered, start, end, kind):
+            continue
+        marked = (
+            time_marked
+            or kind in ("before", "before_then", "month", "week")
+            or bool(_MARKED_ITSELF.match(lowered[start:end]))
+            or bool(_MARK_BEFORE.search(lowered[max(0, start - 40) : start]))
+            or bool(_MARK_AFTER.match(lowered[end:]))
+        )
+        kept.append(Phrase(start, end, day, marked))
+    # The condition of another date in its sentence is not the deadline ("if I get X by Wed I ship Thu").
+    out = []
+    for k, p in enumerate(kept):
+        later = [q for q in kept[k + 1 :] if not re.search(r"[.!?;\n]", lowered[p.end : q.start])]
+        if later and _CONDITION.search(lowered[_clause_start(lowered, p.start) : p.start]):
+            continue
+        out.append(p)
+    return out
+
+
+def resolve(text: str, today: date, *, marked_only: bool = False) -> date | None:
+    """The deadline `text` states, as a local date, or None when it states none: its first date said
+    as a deadline, else (unless `marked_only`) its first date."""
+    found = phrases(text, today)
+    marked = [p for p in found if p.marked]
+    if marked:
+        return marked[0].day
+    if marked_only or not found:
+        return None
+    return found[0].day
+
+
+# A later message that moves a date: general English for rescheduling.
+_MOVE = re.compile(
+    r"\b(?:slip(?:s|ped|ping)?|mov(?:e|es|ed|ing)|push(?:es|ed|ing)?|postpon\w*|delay\w*|reschedul\w*|rebook\w*"
+    r"|brought forward|bring (?:it )?forward|new (?:date|deadline|cut-?off|eta|target)|instead|not yet|won'?t make"
+    r"|can'?t make|sorry|change of plan|now (?:due|by|on)|will be|extend\w*)\b"
+)
+
+
+def moves(text: str) -> bool:
+    """Does `text` move a date (a slip, a postponement, a new date, "not yet, sorry")?"""
+    return bool(_MOVE.search((text or "").lower().replace("\u2019", "'")))

@@ -47,6 +47,7 @@ class _Record:
     owner: Member | None = None
     segment: str | None = None  # the part of a multi-person request that is this owner's
     done: bool = False
+    done_at: int | None = None  # the message reporting it done
     proposal: int | None = None  # a terse agreement's proposal (its words carry the decision)
 
     @property
@@ -181,7 +182,7 @@ def _actions(w: _Window) -> list[_Record]:
             target = mine[-1]
             target.evidence.append(i)
             if w.scored.over("update", i) and i - target.anchor > 1:
-                target.done = True
+                target.done, target.done_at = True, i
             continue
         if not anchor:
             if records and i - records[-1].evidence[-1] <= params["join_gap"]:
@@ -206,7 +207,7 @@ def _actions(w: _Window) -> list[_Record]:
                 continue
             if w.scored.over("update", j) and w.cosine(j, record.anchor) >= params["done_cosine"]:
                 record.evidence.append(j)
-                record.done = True
+                record.done, record.done_at = True, j
                 break
     return records
 
@@ -266,16 +267,64 @@ def _action_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
     return restate.fit(text, sources), sources
 
 
+_COMMITS = re.compile(r"\b(?:i'?ll|i will|i can|i'?m going to|i am going to|i'?d|will do|on it|me)\b", re.IGNORECASE)
+
+
+def _task_part(w: _Window, record: _Record) -> tuple[str | None, bool]:
+    """The part of the anchor message that states the task, and whether only that part may state its
+    date: a request's text from its owner's @mention or name on (or the owner's own part of a shared
+    request), the rest of the message only with a date said as a deadline; for a self-commitment, the
+    sentences that commit ("I'll …") first, then the rest."""
+    msg = w.msgs[record.anchor]
+    if record.segment is not None:
+        return record.segment, True
+    owner = record.owner
+    if owner is None:
+        return None, False
+    if owner.user_id == msg.author_id:
+        said = restate.sentences(msg.text)
+        committed = [s for s in said if _COMMITS.search(s)]
+        return (" ".join(committed) if committed and len(committed) < len(said) else None), False
+    marks = [rf"@{re.escape(owner.handle)}\b"] if owner.handle else []
+    first = restate.first_name(owner.name) if owner.name else None
+    if first:
+        marks.append(rf"\b{re.escape(first)}\b")
+    for mark in marks:
+        if found := re.search(mark, msg.text, re.IGNORECASE):
+            return msg.text[found.start() :], True
+    return None, False
+
+
 def _deadline(w: _Window, record: _Record):
+    """The date the action is due: what its request or commitment states (in the part that states the
+    task first), replaced by a date its owner or requester gives later in its evidence: in a short reply
+    ("yep, tomorrow", "Tuesday, sorry"), or in a message about the same task (MiniLM cosine) that moves
+    it ("slips to the 12th") or says a date as a deadline ("by Thursday"); up to the report that it is
+    done, whose dates are what happened."""
+    found = None
+    people = {w.msgs[record.anchor].author_id, record.owner.user_id if record.owner else None}
+    params = w.scored.engine.params
     for i in record.evidence:
+        if record.done_at is not None and i >= record.done_at and i != record.anchor:
+            break
         message = w.msgs[i]
-        found = deadlines.resolve(
-            record.segment if (record.segment and i == record.anchor) else message.text,
-            deadlines.local_date(message.ts, w.ctx.timezone),
-        )
-        if found:
-            return found
-    return None
+        today = deadlines.local_date(message.ts, w.ctx.timezone)
+        if i == record.anchor:
+            part, strict = _task_part(w, record)
+            said = (deadlines.resolve(part, today) if part else None) or deadlines.resolve(
+                message.text, today, marked_only=strict
+            )
+        elif message.author_id not in people:
+            continue
+        elif w.words(i) <= params["ack_words"]:
+            said = deadlines.resolve(message.text, today)
+        elif w.cosine(i, record.anchor) < params["done_cosine"]:
+            continue  # about something else
+        else:
+            said = deadlines.resolve(message.text, today, marked_only=not deadlines.moves(message.text))
+        if said:
+            found = said
+    return found
 
 
 # ----------------------------------------------------------------------------------------- signals
@@ -288,7 +337,9 @@ def _signals(w: _Window, taken: set[int]) -> list[ExtractedSignal]:
             continue
         if w.scored.over("blocker", i):
             kind = "blocker"
-        elif w.scored.over("update", i) and (_FIGURE.search(msg.text) or deadlines.resolve(msg.text, msg.ts.date())):
+        elif w.scored.over("update", i) and (
+            _FIGURE.search(msg.text) or deadlines.resolve(msg.text, deadlines.local_date(msg.ts, w.ctx.timezone))
+        ):
             kind = "update"  # an update stating a figure or a date
         else:
             continue

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from pipeline.offline.deadlines import local_date, resolve
+from pipeline.offline.deadlines import local_date, moves, resolve
 
 MONDAY = date(2026, 3, 2)
 
@@ -37,13 +37,58 @@ MONDAY = date(2026, 3, 2)
         ("sign-off before the launch on the 11th", date(2026, 3, 10)),
         ("until Apr 16 for the page", date(2026, 4, 16)),
         ("by end of month", date(2026, 3, 31)),
+        # A time of day after (or before) a day belongs to that day.
+        ("the slides by Thursday EOD please", date(2026, 3, 5)),
+        ("could be Tuesday noon at a push", date(2026, 3, 3)),
+        ("EOD Wednesday works for the budget sheet", date(2026, 3, 4)),
+        ("the deck goes to finance tomorrow by 17h, I'll send it", date(2026, 3, 3)),
+        # A weekday with its day of the month is that date.
+        ("their new cutoff is fri the 13th for the catalogue", date(2026, 3, 13)),
+        ("engineers rebooked for tue 24, 07:00", date(2026, 3, 24)),
+        # Same-day phrases of an incident.
+        ("I can have the patch in by 4", date(2026, 3, 2)),
+        ("rolling it back within the hour", date(2026, 3, 2)),
+        ("I'll restart the queue after lunch", date(2026, 3, 2)),
+        # The first date said as a deadline, else the first date, in the order they are said.
+        ("the report is reviewed by the 9th, so the board sees it before the 16th", date(2026, 3, 9)),
+        ("clear the cache today, the audit is tomorrow", date(2026, 3, 2)),
+        ("the venue opens on 20 March; the flyers have to be printed by end of month", date(2026, 3, 31)),
+        # What is no deadline: negated, possessive, past, a start, a lower bound, a condition.
+        ("the invoices tonight please, not tomorrow morning", date(2026, 3, 2)),
+        ("can we rehearse tomorrow's demo this afternoon?", date(2026, 3, 2)),
+        ("a dozen tickets since Friday", None),
+        ("I will begin on Wednesday", None),
+        ("the vendor says next week at the earliest", None),
+        ("if the data lands by Tuesday I can publish Thursday", date(2026, 3, 5)),
+        # "before then": the day before the date just named.
+        ("the auditors arrive on the 12th, I need the ledger before then", date(2026, 3, 11)),
         ("give me 10 mins", None),
+        ("cut the budget by 5 percent", None),
         ("no date at all", None),
         ("", None),
     ],
 )
 def test_resolves_phrases_against_the_message_date(phrase: str, expected: date | None) -> None:
     assert resolve(phrase, MONDAY) == expected
+
+
+def test_only_dates_said_as_deadlines_when_asked_for() -> None:
+    assert resolve("the fair runs on 20 March", MONDAY) == date(2026, 3, 20)
+    assert resolve("the fair runs on 20 March", MONDAY, marked_only=True) is None
+    assert resolve("the posters are due by Wednesday", MONDAY, marked_only=True) == date(2026, 3, 4)
+
+
+@pytest.mark.parametrize(
+    ("text", "moved"),
+    [
+        ("the vendor audit slips to the 20th", True),
+        ("not done yet, sorry. Tuesday.", True),
+        ("new deadline for the survey is Friday", True),
+        ("survey results attached", False),
+    ],
+)
+def test_a_message_that_moves_a_date(text: str, moved: bool) -> None:
+    assert moves(text) is moved
 
 
 def test_local_date_uses_the_channel_timezone() -> None:

@@ -276,3 +276,31 @@ def test_a_negated_task_is_said_as_a_statement_not_a_to_do() -> None:
     assert _NEGATED.match("honestly couldn't say which supplier it was")
     assert not _NEGATED.match("notify the landlord about the boiler")
     assert not _NEGATED.match("send the signed lease")
+
+
+def test_the_owner_naming_a_date_when_taking_a_request_sets_its_deadline() -> None:
+    msgs = window(
+        (CARA, "the fire drill is on the 20th and the evacuation map is out of date"),
+        (ANA, "@ben can you redraw the evacuation map for the second floor?"),
+        (BEN, "sure, Wednesday"),
+        (CARA, "thanks both"),
+    )
+    [action] = [a for a in extract(msgs, CTX).actions if "m2" in a.source_msg_ids]
+    assert action.owner_id == BEN.user_id
+    assert action.deadline == date(2026, 5, 6)
+
+
+def test_a_date_elsewhere_in_a_request_is_not_its_deadline_unless_said_as_one() -> None:
+    msgs = window(
+        (ANA, "The charity run is on 30 May, registration closes on the 25th. @ben can you order the team shirts?"),
+        (BEN, "will do"),
+    )
+    [action] = [a for a in extract(msgs, CTX).actions if "m1" in a.source_msg_ids]
+    assert action.owner_id == BEN.user_id
+    assert action.deadline is None
+    msgs = window(
+        (ANA, "The charity run is on 30 May, shirts have to be ordered by the 22nd. @ben can you order them?"),
+        (BEN, "will do"),
+    )
+    [action] = [a for a in extract(msgs, CTX).actions if "m1" in a.source_msg_ids]
+    assert action.deadline == date(2026, 5, 22)
