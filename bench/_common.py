@@ -65,6 +65,12 @@ def services(stack: ExitStack) -> dict[str, str]:
     return env
 
 
+def exit_on_sigterm() -> None:
+    """A SIGTERM (`kill`, a CI timeout) ends the bench like Ctrl-C: its finally blocks and exit stacks run, so
+    every server it started (embedded Postgres and Valkey, gunicorn, workers) is stopped, not orphaned."""
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
+
 def migrate(env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
 

@@ -30,7 +30,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
-from _common import ROOT, migrate, pct, services, start_web
+from _common import ROOT, exit_on_sigterm, migrate, pct, services, start_web
 
 TEXT = "shall we move the retry worker to the new queue on Thursday"
 
@@ -114,6 +114,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="profile the webhook in-process instead")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 200 requests per target")
     args = parser.parse_args()
+    exit_on_sigterm()
     if args.quick:
         args.events, args.rounds = 200, 2
 

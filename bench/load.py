@@ -32,7 +32,7 @@ import httpx
 import psutil
 import psycopg
 import redis
-from _common import PROCESSES, ROOT, migrate, pct, services, start_web, start_worker
+from _common import PROCESSES, ROOT, exit_on_sigterm, migrate, pct, services, start_web, start_worker
 
 SECRET = "load-secret"
 APP_ID = f"{uuid.uuid4()}@load.example"
@@ -258,6 +258,7 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="fairness: print one JSON line of the figures")
     args = parser.parse_args()
+    exit_on_sigterm()
     if args.quick:
         args.rate, args.seconds, args.channels = 10.0, 20.0, 10
         if args.fairness:

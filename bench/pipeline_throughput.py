@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import httpx
 import psycopg
-from _common import ROOT, migrate, services, start_web, start_worker
+from _common import ROOT, exit_on_sigterm, migrate, services, start_web, start_worker
 
 SECRET = "bench-secret"
 APP_ID = f"{uuid.uuid4()}@bench.example"
@@ -259,6 +259,7 @@ def main() -> None:
     parser.add_argument("--offline-only", action="store_true")
     parser.add_argument("--model-only", action="store_true")
     args = parser.parse_args()
+    exit_on_sigterm()
     if args.quick:
         args.conversations = args.conversations or 2
         args.workers, args.concurrency, args.threads = "1", "2", 0

@@ -19,6 +19,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from datetime import datetime, time
@@ -235,7 +236,10 @@ def fit(convs: dict, path: Path, dump: str | None) -> None:
     relevance.ARTEFACT.parent.mkdir(exist_ok=True)
     relevance.ARTEFACT.write_text(json.dumps(scorer.to_json(**about), indent=1) + "\n", encoding="utf-8")
     print(json.dumps(about, indent=1))
-    print(f"gate {scorer.gate}, yes/no gate {scorer.verify_gate}, margin {scorer.margin}; wrote {relevance.ARTEFACT.relative_to(ROOT)}")
+    print(
+        f"gate {scorer.gate}, yes/no gate {scorer.verify_gate}, margin {scorer.margin}, hedge under"
+        f" {scorer.hedge_below}; wrote {relevance.ARTEFACT.relative_to(ROOT)}"
+    )
 
 
 def main() -> None:
@@ -254,6 +258,8 @@ def main() -> None:
     )
     parser.add_argument("--dump", metavar="FILE", help="with --fit: write the candidates' features to FILE instead")
     args = parser.parse_args()
+    # A SIGTERM ends it like Ctrl-C, so the finally below stops the embedded Postgres it started.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     path = Path(args.path)
     files = sorted(path.glob("conv-*.json")) if path.is_dir() else [path]
     if args.quick:

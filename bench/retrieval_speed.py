@@ -20,6 +20,7 @@ import argparse
 import os
 import random
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -391,6 +392,8 @@ def main() -> None:
         "--prewarm", action="store_true", help="pg_prewarm the searched tables and indexes first (both queries)"
     )
     args = parser.parse_args()
+    # A SIGTERM ends it like Ctrl-C, so the finally below stops the embedded Postgres it started.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     scale = 10 if args.quick else 1
     n_channels, n_records, n_embeddings = 1000 // scale, 100_000 // scale, 1_000_000 // scale
 

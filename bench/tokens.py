@@ -42,7 +42,7 @@ from zoneinfo import ZoneInfo
 
 import httpx
 import psycopg
-from _common import ROOT, migrate, services, start_web, start_worker
+from _common import ROOT, exit_on_sigterm, migrate, services, start_web, start_worker
 
 sys.path.insert(0, str(ROOT))  # the project's packages before bench/ (bench/ has no module named like one)
 
@@ -297,6 +297,7 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=0, help="dev conversations (default: all)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for one channel's pipeline")
     args = parser.parse_args()
+    exit_on_sigterm()
     if args.quick:
         args.conversations = args.conversations or 1
     convs = conversations(args.conversations)

@@ -6,9 +6,10 @@ source overlaps the evidence of a gold record the question expects, or the quest
 the evalsets README scores answers). `fit` fits a logistic regression on those rows, chooses its
 regularisation by grouped cross-validation (folds by conversation: the best top-1 + top-5 with every
 question answered), then replays the answer step on the out-of-fold probabilities to choose the no-record
-gate (over the best candidate's topicality, one for yes/no questions and one for the rest: the harmonic mean of answerable questions with an expected
-record cited and no-record questions declined, both goals at once) and the widest citing margin whose
-extra citations still find expected records. Run on train only
+gate (over the best candidate's topicality, one for yes/no questions and one for the rest: the harmonic
+mean of answerable questions with an expected record cited and no-record questions declined, both goals at
+once), the widest citing margin whose extra citations still find expected records, and the probability
+under which an answer says it rests only on the nearest record. Run on train only
 (`python bench/retrieval_qa.py --offline evalsets/train --fit`); dev is for reporting.
 """
 

@@ -79,7 +79,8 @@ def test_a_filter_question_is_answered_by_its_hits():
 
 def test_a_yes_no_question_has_its_own_gate():
     asks_whether = ["Did the kiosk team settle on a paint supplier?", "so have we booked the barge?",
-                    "Is there a cap on taxi fares?", "Weren't the badges reprinted?", "Can interns use the van?"]  # fmt: skip
+                    "Is there a cap on taxi fares?", "Weren't the badges reprinted?",
+                    "Can interns use the van?"]  # fmt: skip
     asks_what = ["What did the kiosk team settle on?", "Who booked the barge?", "When do badges arrive?",
                  "Why is there a cap on taxi fares?", "Tell me about the van."]  # fmt: skip
     assert all(relevance.is_verification(q) for q in asks_whether)
