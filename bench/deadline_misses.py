@@ -1,12 +1,13 @@
 """Every deadline miss of the offline engine's matched actions: expected against got, with the messages
 of both evidence lists, each with its local date and what `deadlines.resolve` reads in it.
 
-    .venv/bin/python bench/deadline_misses.py [evalsets/train] [--quiet]
+    .venv/bin/python bench/deadline_misses.py [evalsets/train] [--quiet] [--quick]
 
 On train the figures are cross-validated, as `jeeves train` reports them: each conversation replayed by
 the engine of the fold that did not see it (the five fold engines are fitted here, about 4 minutes, with
 the committed engine's parameters). On any other folder the committed engine replays it. Read train's
-misses to find what a rule gets wrong in general; dev is for the figure only.
+misses to find what a rule gets wrong in general; dev is for the figure only. `--quick` (CI smoke): the
+committed engine over the first three dev conversations.
 """
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", default=str(corpus.TRAIN))
     parser.add_argument("--quiet", action="store_true", help="the figures only")
+    parser.add_argument("--quick", action="store_true", help="a smoke run (CI): three dev conversations")
     args = parser.parse_args()
-    folder = Path(args.folder)
-    convs = corpus.load_dir(folder)
+    folder = corpus.DEV if args.quick else Path(args.folder)
+    convs = corpus.load_dir(folder)[: 3 if args.quick else None]
     engines = _engines(convs, folder)
     runs = [replay.run(c, engines[c.id], labels=False) for c in convs]
     right = total = 0
