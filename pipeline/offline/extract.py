@@ -298,7 +298,7 @@ def _task_part(w: _Window, record: _Record) -> tuple[str | None, bool]:
 def _deadline(w: _Window, record: _Record):
     """The date the action is due: what its request or commitment states (in the part that states the
     task first), replaced by a date its owner or requester gives later in its evidence: in a short reply
-    ("yep, tomorrow", "Tuesday, sorry"), or in a message about the same task (MiniLM cosine) that moves
+    ("sure, Monday then", "Tuesday, apologies"), or in a message about the same task (MiniLM cosine) that moves
     it ("slips to the 12th") or says a date as a deadline ("by Thursday"); up to the report that it is
     done, whose dates are what happened."""
     found = None
