@@ -136,7 +136,14 @@ class Replayer:
         outcomes: dict[str, int] = {}
         messages = conv["messages"]
         progress = _progress(len(messages), conv["id"], disable=self.quiet or not sys.stderr.isatty())
+        bot = _bot_uuid(conv)
         for message in messages:
+            if bot is not None and any(m["user"] == bot for m in message.get("mentions", [])):
+                # Said to Jeeves (a pause, secure mode, a question): in the live conversation the pipeline had
+                # handled what came before, minutes or days earlier. Posted at once, a pause or secure mode
+                # would drop the earlier messages still queued (docs/guarantees.md §3) and a question would
+                # be answered from knowledge not yet extracted.
+                self._wait(lambda: _busy(channel_id) == 0, "the channel's pipeline to catch up")
             status = self._post(
                 {
                     "eventId": str(uuid.uuid4()),

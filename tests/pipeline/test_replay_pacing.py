@@ -1,0 +1,74 @@
+"""`jeeves replay` posts a message said to Jeeves only once the channel's pipeline has caught up.
+
+A file's messages are posted back to back, but in the live conversation a pause or secure mode came minutes or
+days after the talk before it, long handled by then. Posted at once, it made the workers drop the earlier
+messages still queued (docs/guarantees.md §3): through the real stack they were never classified nor extracted,
+where the in-process simulator (pipeline/offline/replay.py) had extracted them.
+"""
+
+from __future__ import annotations
+
+from jeeves.management.commands import jeeves_replay as replay
+
+ORG = "wire.example"
+BOT = "00000000-0000-4000-8000-0000000000b0"
+ANA = "00000000-0000-4000-8000-0000000000a1"
+TOM = "00000000-0000-4000-8000-0000000000a2"
+
+
+def _conversation() -> dict:
+    said = [
+        (ANA, "the greenhouse heater stays on timer mode over the long weekend", []),
+        (TOM, "fine by me, I will check the thermostat log on Tuesday morning", []),
+        (TOM, "@jeeves ears off", [{"user": BOT, "offset": 0, "length": 7}]),
+        (ANA, "between us the heater contract renewal looks pricey", []),
+        (ANA, "@jeeves ears on", [{"user": BOT, "offset": 0, "length": 7}]),
+        (TOM, "also the seed order goes to the second supplier this spring", []),
+    ]
+    return {
+        "id": "pacing",
+        "channel": {
+            "id": f"00000000-0000-4000-8000-0000000000c1@{ORG}",
+            "org": ORG,
+            "name": "greenhouse",
+            "timezone": "UTC",
+            "members": [
+                {"id": ANA, "name": "Ana", "handle": "ana"},
+                {"id": TOM, "name": "Tom", "handle": "tom"},
+                {"id": BOT, "name": "Jeeves", "handle": "jeeves"},
+            ],
+        },
+        "messages": [
+            {"id": f"m{k:03d}", "author": author, "ts": f"2026-05-0{k}T10:00:00Z", "text": text, "mentions": mentions}
+            for k, (author, text, mentions) in enumerate(said, start=1)
+        ],
+        "gold": {},
+    }
+
+
+def test_a_message_to_jeeves_waits_until_the_channel_has_handled_what_came_before(monkeypatch):
+    queued: list[str] = []  # the channel's messages the pipeline has not handled yet
+    posted: list[tuple[str, list[str]]] = []  # each message posted, with what was still queued then
+    replayer = replay.Replayer("http://bridge.invalid", "secret", f"{BOT}@{ORG}", timeout=5, quiet=True)
+
+    def post(event: dict) -> str:
+        if event["type"] == "text_message":
+            posted.append((event["messageId"], list(queued)))
+            if not event["mentions"]:
+                queued.append(event["messageId"])
+        return "queued"
+
+    def wait_a_little(seconds: float) -> None:
+        if queued:
+            queued.pop(0)  # meanwhile the workers handle one message
+
+    monkeypatch.setattr(replayer, "_post", post)
+    monkeypatch.setattr(replay, "_busy", lambda channel_id: len(queued))
+    monkeypatch.setattr(replay, "_queues_empty", lambda: True)
+    monkeypatch.setattr(replay.time, "sleep", wait_a_little)
+    replayer.replay(_conversation())
+
+    waited = dict(posted)
+    assert [m for m, _ in posted] == ["m001", "m002", "m003", "m004", "m005", "m006"]
+    assert waited["m003"] == [] and waited["m005"] == []  # the commands: nothing of the channel left queued
+    assert waited["m002"] == ["m001"]  # talk between people is posted as it comes
