@@ -2,7 +2,8 @@
 
 Used by `jeeves train` (fit on `evalsets/train`), the offline benches and the tests: a conversation
 becomes its channel context, the messages the bridge would have let through (talk to Jeeves and
-paused/secure stretches removed) as window messages, and its gold labels with qualified ids.
+paused/secure stretches removed) as window messages, where secure mode flushed the window, and its gold
+labels with qualified ids.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ DEV = EVALSETS / "dev"
 
 _PAUSE = re.compile(r"\b(pause|step out|secure mode(?! off)|ears off)\b", re.IGNORECASE)
 _RESUME = re.compile(r"\b(resume|come back|unpause|secure mode off|ears on)\b", re.IGNORECASE)
+_SECURE = re.compile(r"\b(secure mode(?! off)|ears off)\b", re.IGNORECASE)
 
 
 @dataclass
@@ -34,6 +36,9 @@ class Conversation:
     gold: dict
     to_bot: set[str] = field(default_factory=set)  # ids of messages addressed to Jeeves
     dropped: set[str] = field(default_factory=set)  # ids the bridge drops (paused / secure stretches)
+    # ids of the commands that turn secure mode on: there the bridge flushes the channel's window
+    # (docs/guarantees.md §3), so what follows is extracted without what came before
+    secured: set[str] = field(default_factory=set)
 
     @property
     def heard(self) -> list[WindowMessage]:
@@ -70,6 +75,7 @@ def from_dict(raw: dict) -> Conversation:
     messages: list[WindowMessage] = []
     to_bot: set[str] = set()
     dropped: set[str] = set()
+    secured: set[str] = set()
     paused = False
     for m in raw["messages"]:
         mentions = [f"{x['user']}@{org}" for x in m.get("mentions", [])]
@@ -87,9 +93,11 @@ def from_dict(raw: dict) -> Conversation:
                 paused = False
             elif _PAUSE.search(m["text"]):
                 paused = True
+                if _SECURE.search(m["text"]):
+                    secured.add(m["id"])
         elif paused:
             dropped.add(m["id"])
-    return Conversation(raw["id"], ctx, messages, raw["gold"], to_bot, dropped)
+    return Conversation(raw["id"], ctx, messages, raw["gold"], to_bot, dropped, secured)
 
 
 def load_dir(folder: Path) -> list[Conversation]:

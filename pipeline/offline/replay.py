@@ -2,9 +2,12 @@
 
 Per conversation: the bridge lets through `Conversation.heard`; Tier 1 classifies each message with
 the window before it; the window keeps the last 30 messages; extraction runs in bursts like the
-debounced extractor (at 10 pending messages, or 3 messages after a high-signal one). Scored as the
-evalsets' README says (decisions/actions matched by evidence overlap, owner, deadline, Tier 1 labels),
-plus what the stored text keeps of its messages and how many signals are stored per 100 messages.
+debounced extractor (at 10 pending messages, or 3 messages after a high-signal one). Secure mode
+flushes the window as the bridge does (docs/guarantees.md §3): what is pending is extracted first (a
+live channel's debounced run had long done so), and what follows is read without what came before.
+Scored as the evalsets' README says (decisions/actions matched by evidence overlap, owner, deadline,
+Tier 1 labels), plus what the stored text keeps of its messages and how many signals are stored per
+100 messages.
 Used by `jeeves train` (train cross-validation with fold engines, dev) and `bench/offline_eval.py`.
 """
 
@@ -49,7 +52,13 @@ def run(conv: Conversation, engine: model.Engine, *, labels: bool = True) -> Rep
                 found[kind].extend(getattr(result, kind))
         pending, countdown = [], None
 
-    for message in conv.heard:
+    heard = {m.id for m in conv.heard}
+    for message in conv.messages:
+        if message.id in conv.secured:
+            burst()
+            window = []
+        if message.id not in heard:
+            continue
         result = classify(
             message.text, conv.ctx, message.author_id, list(message.mentions), window, message.ts, engine=engine
         )
