@@ -7,13 +7,17 @@ Extraction. The dev conversations are replayed through the real stack — its ow
 extract workers, embedded Postgres and Valkey — with the extract slot pointed at the fake OpenAI-compatible
 server of the tests (tests/fakes/openai_server.py, answering an empty extraction) and Tier 1 on the offline
 engine, so which messages are high-signal is what Jeeves decides. Every request the fake server receives is
-counted with litellm's `token_counter`: that is the debounced scheme (one run per burst, the window read at
-run time). The naive scheme is counted on the same requests' format: one extraction per high-signal message
-with its window as it stood when the message arrived (≤ 30 messages, ≤ 15 minutes), the message alone
-marked new. Both are reported per 100 messages posted. Messages are posted as `jeeves replay` posts them
-(as fast as the pipeline takes them, holding back when half a window waits), which packs a burst closer
-than people type; so the same comparison is also simulated at the conversations' own timestamps (the
-debounce, batch and window rules applied to the recorded times, prompts built the same way).
+counted with litellm's `token_counter`: that is the debounced scheme (one run per burst; its prompt shows
+the burst after at most JEEVES_EXTRACT_CONTEXT_MESSAGES earlier messages of the window, as
+pipeline.extract._messages builds it). The fake's empty extractions store no record, so no prompt here lists
+active decisions, nor the open actions a real run lists in place of the window's other earlier messages
+(short restatements, at most 10). The naive scheme is counted on the same requests' format: one
+extraction per high-signal message with its window as it stood when the message arrived (≤ 30 messages,
+≤ 15 minutes), the message alone marked new. Both are reported per 100 messages posted. Messages are
+posted as `jeeves replay` posts them (as fast as the pipeline takes them, holding back when half a window
+waits), which packs a burst closer than people type; so the same comparison is also simulated at the
+conversations' own timestamps (the debounce, batch and window rules applied to the recorded times, prompts
+built the same way).
 
 Answers. The gold records of the same conversations are seeded (as `bench/retrieval_qa.py --gold` does)
 and every gold question asked through `retrieval.ask` with the `respond` / `complex` slots pointed at the
@@ -26,6 +30,7 @@ Targets: debounced ≤ 25 % of the naive scheme's tokens per 100 messages; media
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -175,15 +180,41 @@ def naive(ch: Channel, high: set[str], template: list[dict], window_size: int) -
     return calls, total
 
 
+def _shown(win: list[dict], new: set[str], conv: dict, lead: int, budget: int) -> list[dict]:
+    """A run's prompt messages as pipeline.extract._messages picks them (pipeline.window.excerpt): the burst
+    after a short tail of earlier messages. The records that stand in for the rest are none here (the fake
+    server answers an empty extraction)."""
+    from pipeline.window import excerpt
+
+    entries = {m["id"]: _entry(m, conv, m["id"] in new) for m in win}
+    shown = excerpt(win, new, lead=lead, budget=budget, size=lambda m: _size(entries[m["id"]]), key=lambda m: m["id"])
+    return [entries[m["id"]] for m in shown]
+
+
+def _size(entry: dict) -> int:
+    from litellm import token_counter
+
+    return int(token_counter(text=json.dumps(entry, ensure_ascii=False)))  # as pipeline.extract._tokens
+
+
 def at_own_pace(
-    ch: Channel, high: set[str], template: list[dict], debounce_s: float, batch: int, size: int, max_age: float
+    ch: Channel,
+    high: set[str],
+    template: list[dict],
+    debounce_s: float,
+    batch: int,
+    size: int,
+    max_age: float,
+    lead: int,
+    budget: int,
 ) -> tuple[tuple[int, int], tuple[int, int]]:
     """Both schemes at the conversation's own timestamps: ((debounced calls, tokens), (naive calls, tokens)).
 
     The rules of pipeline.debounce and pipeline.window applied to the recorded times (classification taken
     as instant): a high-signal message runs at once when `batch` messages are pending, else schedules a run
     `debounce_s` later unless one is scheduled; a run takes every pending message still in the window, and
-    waits (keeps them pending) when none of them is high-signal."""
+    waits (keeps them pending) when none of them is high-signal. A run's prompt shows its burst after at most
+    `lead` earlier messages within `budget` tokens, as the pipeline's does."""
     arrivals: list[tuple[float, dict]] = []
     pending: list[str] = []
     due: float | None = None
@@ -220,7 +251,7 @@ def at_own_pace(
                 due = t + debounce_s
     if due is not None:
         run(due)
-    debounced = sum(tokens(_prompt(template, [_entry(m, ch.conv, m["id"] in new) for m in w])) for w, new in runs)
+    debounced = sum(tokens(_prompt(template, _shown(w, new, ch.conv, lead, budget))) for w, new in runs)
     naive_total = sum(
         tokens(_prompt(template, [_entry(m, ch.conv, m["id"] == one) for m in w])) for w, one in naive_windows
     )
@@ -301,9 +332,13 @@ def main() -> None:
     if args.quick:
         args.conversations = args.conversations or 1
     convs = conversations(args.conversations)
+    from ground.config import JeevesConfig
     from tests.fakes.openai_server import FakeOpenAI, answer
 
-    size, max_age, debounce_s, batch = 30, 900.0, 5.0, 10  # the defaults (ground/config.py) are what is measured
+    default = {f.name: f.default for f in dataclasses.fields(JeevesConfig)}  # the defaults are what is measured
+    size, max_age = default["window_size"], float(default["window_max_age_s"])
+    debounce_s, batch = default["extract_debounce_s"], default["extract_batch"]
+    lead, budget = default["extract_context_messages"], default["extract_context_tokens"]
     posted = extract_calls = extract_tokens = naive_calls = naive_tokens = high_total = 0
     own = [0, 0, 0, 0]  # at their own times: debounced calls, tokens, naive calls, tokens
     with ExitStack() as stack:
@@ -316,6 +351,8 @@ def main() -> None:
             "JEEVES_WINDOW_MAX_AGE_S",
             "JEEVES_EXTRACT_DEBOUNCE_S",
             "JEEVES_EXTRACT_BATCH",
+            "JEEVES_EXTRACT_CONTEXT_MESSAGES",
+            "JEEVES_EXTRACT_CONTEXT_TOKENS",
         ):
             env.pop(name, None)
         env.update(
@@ -354,7 +391,7 @@ def main() -> None:
                 calls, total = naive(ch, high, template, size)
                 naive_calls += calls
                 naive_tokens += total
-                (dc, dt), (nc, nt) = at_own_pace(ch, high, template, debounce_s, batch, size, max_age)
+                (dc, dt), (nc, nt) = at_own_pace(ch, high, template, debounce_s, batch, size, max_age, lead, budget)
                 own = [own[0] + dc, own[1] + dt, own[2] + nc, own[3] + nt]
         report(len(convs), posted, high_total, (extract_calls, extract_tokens), (naive_calls, naive_tokens), own)
         sizes, asked = answer_contexts(env, convs)

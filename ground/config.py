@@ -175,6 +175,14 @@ class JeevesConfig:
     window_max_age_s: PositiveInt = var("JEEVES_WINDOW_MAX_AGE_S", 900)
     extract_debounce_s: PositiveFloat = var("JEEVES_EXTRACT_DEBOUNCE_S", 5.0)
     extract_batch: PositiveInt = var("JEEVES_EXTRACT_BATCH", 10)
+    # A model's extraction prompt (pipeline/extract.py): the burst's messages, after at most this many earlier
+    # (already extracted) messages of the window as context, together at most this many tokens
+    extract_context_messages: NonNegativeInt = var(
+        "JEEVES_EXTRACT_CONTEXT_MESSAGES", 4, "a non-negative integer (0 = the burst alone)"
+    )
+    extract_context_tokens: NonNegativeInt = var(
+        "JEEVES_EXTRACT_CONTEXT_TOKENS", 400, "a non-negative integer (0 = the burst alone)"
+    )
     # Messages one classify task may classify together with the offline engine (pipeline/batch.py); 1: one each
     classify_batch: PositiveInt = var("JEEVES_CLASSIFY_BATCH", 16)
     # Embed tasks one embed task takes together into one forward pass (pipeline/batch.py); 1: one each

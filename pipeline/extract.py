@@ -25,6 +25,8 @@ from knowledge import forgetting, receipts
 from knowledge.counters import bump_counter
 from knowledge.entities import entity_fields, new_entity_aliases, normalise_name, upsert_entity, upsert_relationship
 from knowledge.models import (
+    Action,
+    ActionStatus,
     ChannelConfig,
     Decision,
     DecisionStatus,
@@ -44,6 +46,8 @@ logger = logging.getLogger(__name__)
 
 EMBED_TASK = "pipeline.tasks.embed_records"
 _ACTIVE_DECISIONS_IN_PROMPT = 20
+# Open actions resting on window messages the prompt leaves out, most recent first.
+_OPEN_ACTIONS_IN_PROMPT = 10
 # Records Tier 3 has not embedded yet that a run's merges compare in memory, most recent first. Tier 3
 # usually runs within seconds, so this is the previous run's records at most.
 _UNEMBEDDED_COMPARED = 50
@@ -115,28 +119,73 @@ def run(channel: ChannelConfig) -> RunReport:
 def _messages(
     channel: ChannelConfig, ctx: ChannelContext, win: list[WindowMessage], pending: set[str], system: str
 ) -> list[dict[str, str]]:
+    """The model's prompt: the burst (from the first new message to the last) after a short tail of earlier
+    messages (`JEEVES_EXTRACT_CONTEXT_MESSAGES`, within `JEEVES_EXTRACT_CONTEXT_TOKENS`), not the whole window.
+    The window's other earlier messages were extracted by earlier runs: what those runs stored stands in for
+    them (the active decisions resting on them carry their ids, and the open actions resting on them are
+    listed with theirs, so a new message can still continue one). Messages after the last new one are not
+    classified yet and wait for the next run. `_write` checks citations and verbatim text against the whole
+    window, as before."""
+    cfg = settings.JEEVES
     tz = ZoneInfo(ctx.timezone)
+    entries = {m.id: _entry(m, ctx, tz, m.id in pending) for m in win}
+    shown = window.excerpt(
+        win,
+        pending,
+        lead=cfg.extract_context_messages,
+        budget=cfg.extract_context_tokens,
+        size=lambda m: _tokens(entries[m.id]),
+    )
+    on_show = {m.id for m in shown}
+    left_out = [m.id for m in win if m.id not in on_show]
     active = Decision.objects.filter(channel=channel, status=DecisionStatus.ACTIVE).order_by("-decided_at")
-    payload = {
+    payload: dict = {
         "context": context_json(ctx),
-        "active_decisions": [{"id": d.friendly_id, "summary": d.summary} for d in active[:_ACTIVE_DECISIONS_IN_PROMPT]],
-        "messages": [
-            {
-                "id": m.id,
-                "new": m.id in pending,
-                "time": m.ts.astimezone(tz).strftime("%a %Y-%m-%d %H:%M"),
-                "author_id": m.author_id,
-                "author": ctx.display_name(m.author_id),
-                "mentions": [ctx.display_name(u) for u in m.mentions],
-                "text": m.text,
-            }
-            for m in win
+        "active_decisions": [
+            {"id": d.friendly_id, "summary": d.summary} | _resting_on(d.source_ref, left_out)
+            for d in active[:_ACTIVE_DECISIONS_IN_PROMPT]
         ],
     }
+    if left_out:
+        actions = Action.objects.filter(
+            channel=channel, status=ActionStatus.OPEN, source_ref__wire_msg_ids__has_any_keys=left_out
+        ).order_by("-created_at")[:_OPEN_ACTIONS_IN_PROMPT]
+        if actions:
+            payload["open_actions"] = [
+                {"id": a.friendly_id, "description": a.description, "owner": a.owner_name}
+                | _resting_on(a.source_ref, left_out)
+                for a in actions
+            ]
+    payload["messages"] = [entries[m.id] for m in shown]
     return [
         {"role": "system", "content": system},
         {"role": "user", "content": json.dumps(payload, ensure_ascii=False)},
     ]
+
+
+def _entry(m: WindowMessage, ctx: ChannelContext, tz: ZoneInfo, new: bool) -> dict:
+    return {
+        "id": m.id,
+        "new": new,
+        "time": m.ts.astimezone(tz).strftime("%a %Y-%m-%d %H:%M"),
+        "author_id": m.author_id,
+        "author": ctx.display_name(m.author_id),
+        "mentions": [ctx.display_name(u) for u in m.mentions],
+        "text": m.text,
+    }
+
+
+def _tokens(entry: dict) -> int:
+    from litellm import token_counter
+
+    # litellm's default tokenizer: the provider's own may count a little differently; this is a bound.
+    return int(token_counter(text=json.dumps(entry, ensure_ascii=False)))
+
+
+def _resting_on(source_ref: dict, left_out: list[str]) -> dict:
+    """{"msg_ids": […]}: the window messages left out of the prompt that a stored record rests on, if any."""
+    ids = [i for i in (source_ref or {}).get("wire_msg_ids") or [] if i in left_out]
+    return {"msg_ids": ids} if ids else {}
 
 
 # --------------------------------------------------------------------------- writing

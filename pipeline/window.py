@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
+from typing import TypeVar
 
 from django.conf import settings
 from redis.client import Pipeline
 
 from ground import keys
 from ground.redis import get_redis
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -120,3 +125,29 @@ def remove_author(author_id: str) -> int:
             if WindowMessage.from_json(raw).author_id == author_id:
                 removed += client.lrem(key, 1, raw)
     return removed
+
+
+def excerpt(
+    messages: Sequence[T],
+    new: Collection[str],
+    *,
+    lead: int,
+    budget: int,
+    size: Callable[[T], int],
+    key: Callable[[T], str] = attrgetter("id"),
+) -> list[T]:
+    """The part of a window (oldest first) a model's extraction prompt shows: every message from the first
+    `new` one to the last, after at most `lead` messages before the first, taken nearest first while their
+    `size`s sum to at most `budget` (the first that would pass it ends them). Messages after the last new one
+    are not yet classified: the next run shows them as new. Empty when no message is new."""
+    at = [i for i, m in enumerate(messages) if key(m) in new]
+    if not at:
+        return []
+    start, spent = at[0], 0
+    while start > 0 and at[0] - start < lead:
+        cost = size(messages[start - 1])
+        if spent + cost > budget:
+            break
+        spent += cost
+        start -= 1
+    return list(messages[start : at[-1] + 1])

@@ -318,3 +318,62 @@ def test_a_restatement_merges_before_and_after_tier_3_and_no_vector_is_stored_me
     (merged,) = Decision.objects.filter(channel=channel)
     assert merged.source_ref["wire_msg_ids"] == ids
     assert Embedding.objects.filter(channel_id=channel.channel_id, source_type="decision").count() == 1
+
+
+def test_a_models_prompt_is_the_burst_after_a_short_tail_and_stored_records_stand_in_for_the_rest(
+    jeeves_settings, settings, redis_client
+):
+    """A run shows the model its new messages after at most JEEVES_EXTRACT_CONTEXT_MESSAGES earlier ones, not the
+    whole window: what earlier runs stored (an open action here, with the ids it rests on) stands in for the
+    other earlier messages, and the model can still continue it by citing those ids. A message that reached the
+    window but not yet Tier 1 waits for the next run."""
+    channel = ChannelConfig.objects.create(channel_id=f"{uuid.uuid4()}@wire.example", organisation_id="wire.example")
+    earlier = {str(uuid.uuid4()): text for text in [
+        "the pottery kiln on the second floor needs its thermocouple swapped",
+        "I can order the thermocouple and fit it before the Saturday firing",
+        "thanks, the glaze class is booked for that Saturday",
+        "does anyone know where the spare kiln shelves went",
+        "they are stacked behind the clay bins",
+        "great, found them",
+        "the wheel room door sticks again",
+        "I'll oil the hinges at lunch",
+    ]}  # fmt: skip
+    new = {str(uuid.uuid4()): text for text in [
+        "thermocouple is in and the kiln holds temperature now",
+        "lovely, thank you",
+    ]}  # fmt: skip
+    later = str(uuid.uuid4())
+    [order_id, *_] = earlier
+    *_, thanks_id = new
+    try:
+        with serving(
+            settings, {"extract": "extract-model"}, extract_debounce_s=3600.0, extract_batch=1000,
+            extract_context_messages=3, extract_context_tokens=1000,
+        ) as server:  # fmt: skip
+            _pending(channel, earlier, BOT_FREE)
+            order = {"description": "A replacement thermocouple will be ordered and fitted.", "confidence": 0.9}
+            server.script("extract-model", answer({"actions": [{**order, "source_msg_ids": [order_id]}]}))
+            extract.run(channel)
+            (action,) = Action.objects.filter(channel=channel)
+            assert action.status == "open"
+
+            _pending(channel, new, BOT_FREE)
+            at = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+            window.push(channel.channel_id, window.WindowMessage(later, BOT_FREE, at, "who has the van keys"))
+            done = {**order, "status": "done", "source_msg_ids": [order_id, next(iter(new))]}
+            server.script("extract-model", answer({"actions": [done]}))
+            extract.run(channel)
+            sent = json.loads(server.calls("extract-model")[-1].body["messages"][-1]["content"])
+    finally:
+        debounce.flush(channel.channel_id)
+        window.flush(channel.channel_id)
+
+    shown = [(m["id"], m["new"]) for m in sent["messages"]]
+    assert shown == [(i, False) for i in list(earlier)[-3:]] + [(i, True) for i in new]
+    assert later not in json.dumps(sent) and thanks_id in json.dumps(sent)
+    assert sent["open_actions"] == [
+        {"id": action.friendly_id, "description": action.description, "owner": None, "msg_ids": [order_id]}
+    ]
+    action.refresh_from_db()
+    assert action.status == "done" and action.source_ref["wire_msg_ids"] == [order_id, next(iter(new))]
+    assert Action.objects.filter(channel=channel).count() == 1

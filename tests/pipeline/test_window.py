@@ -54,3 +54,22 @@ def test_a_message_round_trips_through_its_json_with_every_field():
     )  # fmt: skip
     assert WindowMessage.from_json(message.to_json()) == message
     assert set(json.loads(message.to_json())) == {f.name for f in dataclasses.fields(WindowMessage)}
+
+
+def test_a_prompt_excerpt_is_the_burst_after_a_short_tail_bounded_by_count_and_size():
+    msgs = [_msg(i) for i in range(12)]
+    size = {f"m{i}": 10 for i in range(12)} | {"m3": 50}
+
+    def shown(new: set[str], lead: int, budget: int) -> list[str]:
+        return [m.id for m in window.excerpt(msgs, new, lead=lead, budget=budget, size=lambda m: size[m.id])]
+
+    # From the first new message to the last (the one between them too), after at most `lead` earlier ones;
+    # m11 comes after the last new one (not classified yet): the next run has it.
+    assert shown({"m8", "m10"}, lead=3, budget=100) == ["m5", "m6", "m7", "m8", "m9", "m10"]
+    assert shown({"m8", "m10"}, lead=0, budget=100) == ["m8", "m9", "m10"]
+    # The tail stops at the first earlier message that would pass the budget, nearest first.
+    assert shown({"m5"}, lead=4, budget=59) == ["m4", "m5"]
+    assert shown({"m5"}, lead=4, budget=60) == ["m3", "m4", "m5"]
+    assert shown({"m5"}, lead=4, budget=100) == ["m1", "m2", "m3", "m4", "m5"]
+    assert shown({"m1"}, lead=4, budget=100) == ["m0", "m1"]
+    assert shown(set(), lead=4, budget=100) == []
