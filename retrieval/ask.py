@@ -277,8 +277,11 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
         channel_id=channel_id, timezone=scope.timezone, now=timezone.now(), names=_names(channel_id, ranked)
     )
     result = answers.respond(found.plan, pack, pairs, cited, setting)
-    if result.cited and found.scores.get(result.cited[0].key, 1.0) < scorer.hedge_below:
-        result = replace(result, text=f"{answers.NEAREST} {result.text}")  # only near the question
+    # Only near the question: said unless the question is a filter ("my open actions", an id), whose hits
+    # answer it by definition whatever their probability.
+    doubtful = found.scores.get(result.cited[0].key, 1.0) < scorer.hedge_below if result.cited else False
+    if doubtful and not relevance.is_filter(found.plan):
+        result = replace(result, text=f"{answers.NEAREST} {result.text}")
     timings["answer"] = _ms(t)
     by_key = {f.key: f for f in found.fused}
     cited = [

@@ -89,6 +89,15 @@ def test_an_answer_resting_on_a_doubtful_match_says_it_is_only_the_nearest(billi
     assert plain.answer.startswith("Alice Martin has it in hand (ACT-")
 
 
+def test_a_filter_questions_hits_are_never_called_the_nearest(billing, monkeypatch):
+    ch, alice, *_rest, a1 = billing
+    fitted = relevance.load()
+    monkeypatch.setattr(relevance, "load", lambda: dataclasses.replace(fitted, hedge_below=1.01))
+    mine = ask(ch.channel_id, alice, "What are my open actions?")
+    assert a1.friendly_id in [r.id for r in mine.records]
+    assert not mine.answer.startswith(NEAREST)
+
+
 def test_nothing_found_is_the_exact_sentence_and_no_model_call(billing):
     ch, alice, *_ = billing
     result = ask(ch.channel_id, alice, "Which PSP did we agree to move to?")
