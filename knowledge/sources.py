@@ -46,6 +46,11 @@ def said_at(source: dict) -> datetime:
     return min(said, now) if said is not None and said.tzinfo is not None else now
 
 
+# A signal's kind in its key: one for every type, so the gist Tier 1 keeps for a message and the signal a
+# later extraction finds in it are one row (the first written stays).
+SIGNAL_KEY = "sig"
+
+
 def source_key(kind: str, wire_msg_ids: Sequence[str], ordinal: int = 0) -> str:
     """Natural key of an extracted record: its kind, its sorted source ids and its ordinal among
     records of the same kind resting on the same ids in one run (two decisions in one message)."""

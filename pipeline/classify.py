@@ -239,7 +239,7 @@ def _record_gist_signal(
             occurred_at=sent_at,
             source=sources.source_ref([(wire_msg_id, sent_at)]),
             sources_text=[text],
-            key=f"t1:{wire_msg_id}",
+            key=sources.source_key(sources.SIGNAL_KEY, [wire_msg_id]),  # the key Tier 2 gives it too
             participants=[author_id] if author_id else [],
             confidence=result.confidence,
             extraction_model=model,

@@ -34,7 +34,7 @@ from knowledge.models import (
     MessageReceipt,
 )
 from knowledge.records import decision_fields, record_action, record_decision, record_signal
-from knowledge.sources import source_key, source_ref
+from knowledge.sources import SIGNAL_KEY, source_key, source_ref
 from knowledge.verbatim import VerbatimText
 from pipeline import contradictions, debounce, embed, llm, offline, prompts, window
 from pipeline.classify import build_context, context_json
@@ -397,8 +397,9 @@ def _write(
             ids = _cited(item.source_msg_ids, by_id)
             if item.confidence < floor or not ids or not pending & set(ids):
                 continue
-            kind = f"sig-{item.signal_type}"
-            key = next_key(kind, ids)
+            # Keyed by its messages, not its type: Tier 1 may have kept the same message's gist already
+            # (pipeline.classify, the same key), and one message is one signal whichever tier wrote it.
+            key = next_key(SIGNAL_KEY, ids)
             participants = [u for u in (_resolve_member(ctx, p) for p in item.participants) if u]
             out = guarded(
                 "signal",

@@ -6,6 +6,7 @@ import base64
 import dataclasses
 import json
 import uuid
+from collections import Counter
 from datetime import UTC, datetime
 
 import pytest
@@ -377,3 +378,16 @@ def test_a_models_prompt_is_the_burst_after_a_short_tail_and_stored_records_stan
     action.refresh_from_db()
     assert action.status == "done" and action.source_ref["wire_msg_ids"] == [order_id, next(iter(new))]
     assert Action.objects.filter(channel=channel).count() == 1
+
+
+def test_tier_one_and_tier_two_write_one_signal_per_message(jeeves_settings, redis_client):
+    # Tier 1 keeps a gist signal for a low-signal message; the next run extracts the same message (it is in
+    # the burst) and may find the same signal: one row, whichever tier writes first.
+    conv = evalset.load("conv-001")
+    channel = _feed(conv, len(conv["messages"]), redis_client)
+    tier_one = ConversationSignal.objects.filter(channel=channel).count()
+    extract.run(channel)
+    signals = ConversationSignal.objects.filter(channel=channel)
+    resting_on = Counter(tuple(s.source_ref["wire_msg_ids"]) for s in signals)
+    assert tier_one and resting_on
+    assert [ids for ids, n in resting_on.items() if n > 1] == []
