@@ -237,7 +237,8 @@ def fit(convs: dict, path: Path, dump: str | None) -> None:
     relevance.ARTEFACT.write_text(json.dumps(scorer.to_json(**about), indent=1) + "\n", encoding="utf-8")
     print(json.dumps(about, indent=1))
     print(
-        f"gate {scorer.gate}, yes/no gate {scorer.verify_gate}, margin {scorer.margin}, hedge under"
+        f"gate {scorer.gate}, yes/no gate {scorer.verify_gate}, answer floor {scorer.answer_floor},"
+        f" margin {scorer.margin}, hedge under"
         f" {scorer.hedge_below}; wrote {relevance.ARTEFACT.relative_to(ROOT)}"
     )
 

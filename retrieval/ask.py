@@ -256,7 +256,9 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
     t = time.perf_counter()
     ranked = found.ranked()
     scorer = relevance.load()
-    answering = relevance.settled(found.plan, ranked, gate=scorer.gate_for(question))
+    answering = relevance.settled(
+        found.plan, ranked, gate=scorer.gate_for(question), scores=found.scores, floor=scorer.answer_floor
+    )
     if not answering:
         timings["answer"] = _ms(t)
         _observe(timings, found.path_ms, "no_record")

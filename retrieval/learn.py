@@ -6,9 +6,10 @@ source overlaps the evidence of a gold record the question expects, or the quest
 the evalsets README scores answers). `fit` fits a logistic regression on those rows, chooses its
 regularisation by grouped cross-validation (folds by conversation: the best top-1 + top-5 with every
 question answered), then replays the answer step on the out-of-fold probabilities to choose the no-record
-gate (over the best candidate's topicality, one for yes/no questions and one for the rest: the harmonic
-mean of answerable questions with an expected record cited and no-record questions declined, both goals at
-once), the widest citing margin whose extra citations still find expected records, and the probability
+gates (over the best candidate's topicality, one for yes/no questions and one for the rest, and a floor
+under the probability of the record an answer rests on: the harmonic mean of answerable questions with an
+expected record cited and no-record questions declined, both goals at once), the widest citing margin
+whose extra citations still find expected records, the gates again at that margin, and the probability
 under which an answer says it rests only on the nearest record. Run on train only
 (`python bench/retrieval_qa.py --offline evalsets/train --fit`); dev is for reporting.
 """
@@ -32,6 +33,7 @@ SEED = 7
 CANDIDATES = 20  # per question: more than are ever cited, so the model learns to tell the near misses apart
 GATES = tuple(round(0.05 * i, 2) for i in range(6, 31))  # over topicality: cosine + term coverage, 0..2
 MARGINS = (0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0)
+FLOORS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)  # over the probability of the record an answer would rest on
 
 
 @dataclass
@@ -102,16 +104,16 @@ def replay(
     gate: float,
     margin: float,
     verify_gate: float | None = None,
+    floor: float = 0.0,
 ) -> dict:
     """The answer step on given probabilities: no record unless the most on-topic citable candidate reaches
-    `gate` (`verify_gate` for a yes/no question, when given) or the question is a filter; else the most
-    probable, and those within `margin` of it. Returns top-5 (answerable, an expected record cited), top-1,
-    cited precision, no-record right."""
+    `gate` (`verify_gate` for a yes/no question, when given) and the most probable one `floor`, or the
+    question is a filter; else the most probable, and those within `margin` of it. Returns top-5
+    (answerable, an expected record cited), top-1, cited precision, no-record right."""
     answerable = right_none = none = top5 = top1 = cited = cited_ok = 0
     for q, p in zip(questions, probs, strict=True):
         order = sorted((i for i in range(len(p)) if q.citable[i]), key=lambda i: -p[i])
-        bar = verify_gate if verify_gate is not None and relevance.is_verification(q.question) else gate
-        answers = bool(order) and (q.is_filter or max(relevance.topicality_of(q.rows[i]) for i in order) >= bar)
+        answers = bool(order) and (q.is_filter or _answers(q, p, order, gate, verify_gate, floor))
         chosen = []
         if answers:
             chosen = [i for i in order if p[i] >= p[order[0]] - margin][:MAX_CITED]
@@ -135,11 +137,23 @@ def replay(
     }
 
 
+def _answers(
+    q: Question, p: Sequence[float], order: list[int], gate: float, verify_gate: float | None, floor: float
+) -> bool:
+    """Whether a question that is not a filter gets an answer (`relevance.settled`'s two judgements)."""
+    bar = verify_gate if verify_gate is not None and relevance.is_verification(q.question) else gate
+    return max(relevance.topicality_of(q.rows[i]) for i in order) >= bar and p[order[0]] >= floor
+
+
 HEDGES = (0.5, 0.6, 0.7, 0.8, 0.9)
 
 
 def hedge_threshold(
-    questions: Sequence[Question], probs: Sequence[Sequence[float]], gate: float, verify_gate: float | None
+    questions: Sequence[Question],
+    probs: Sequence[Sequence[float]],
+    gate: float,
+    verify_gate: float | None,
+    floor: float = 0.0,
 ) -> float:
     """Where the record an answer rests on (the most probable citable one of an answered question) was right
     less than half the time: the top of the lowest bands of probability (under 0.5, 0.5-0.6, 0.6-0.7, …)
@@ -148,8 +162,7 @@ def hedge_threshold(
     leads: list[tuple[float, bool]] = []
     for q, p in zip(questions, probs, strict=True):
         order = sorted((i for i in range(len(p)) if q.citable[i]), key=lambda i: -p[i])
-        bar = verify_gate if verify_gate is not None and relevance.is_verification(q.question) else gate
-        if order and not q.is_filter and max(relevance.topicality_of(q.rows[i]) for i in order) >= bar:
+        if order and not q.is_filter and _answers(q, p, order, gate, verify_gate, floor):
             leads.append((p[order[0]], not q.no_record and q.expected[order[0]]))
     best, low = 0.0, 0.0
     for h in HEDGES:
@@ -196,19 +209,25 @@ def fit(questions: Sequence[Question], *, folds: int = 5) -> tuple[Scorer, dict[
             ranked = (r["top1"] + r["top5"], c, probs)
     assert ranked is not None
     _, c, probs = ranked
-    # Two gates, chosen together: one for yes/no questions ("did we agree to …?", which ask about one thing
-    # and are answered "no record" far more often), one for the rest.
-    gate, verify_gate = max(
-        ((g, v) for g in GATES for v in GATES),
-        key=lambda gv: (both(replay(qs, probs, gv[0], 0.0, gv[1])), -gv[0], -gv[1]),
-    )
-    top5_at_gate = replay(qs, probs, gate, 0.0, verify_gate)["top5"]
+
+    # Two gates and a floor, chosen together: a gate for yes/no questions ("did we agree to …?", which ask
+    # about one thing and are answered "no record" far more often), one for the rest, and the least
+    # probability of the record an answer rests on (lowest first on ties: answer when in doubt).
+    def gates(margin: float) -> tuple[float, float, float]:
+        return max(
+            ((g, v, f) for g in GATES for v in GATES for f in FLOORS),
+            key=lambda t: (both(replay(qs, probs, t[0], margin, t[1], t[2])), -t[0], -t[1], -t[2]),
+        )
+
+    gate, verify_gate, floor = gates(0.0)
+    top5_at_gate = replay(qs, probs, gate, 0.0, verify_gate, floor)["top5"]
     margin = 0.0
     for m in MARGINS:  # the widest margin whose extra citations still find expected records
-        r = replay(qs, probs, gate, m, verify_gate)
+        r = replay(qs, probs, gate, m, verify_gate, floor)
         if r["top5"] > top5_at_gate + 0.005 and r["cited_precision"] >= 0.5:
             margin, top5_at_gate = m, r["top5"]
-    hedge_below = hedge_threshold(qs, probs, gate, verify_gate)
+    gate, verify_gate, floor = gates(margin)  # chosen again for the answer step as it will run, margin and all
+    hedge_below = hedge_threshold(qs, probs, gate, verify_gate, floor)
     w, b = _fit_lr(x, y, c)
     scorer = Scorer(
         weights=tuple(float(v) for v in w),
@@ -217,6 +236,7 @@ def fit(questions: Sequence[Question], *, folds: int = 5) -> tuple[Scorer, dict[
         margin=margin,
         verify_gate=verify_gate,
         hedge_below=hedge_below,
+        answer_floor=floor,
     )
     report = {
         "questions": len(qs),
@@ -226,7 +246,7 @@ def fit(questions: Sequence[Question], *, folds: int = 5) -> tuple[Scorer, dict[
         "hedge_below": hedge_below,
         "cross_validation": {
             k: round(v, 3) if isinstance(v, float) else v
-            for k, v in replay(qs, probs, gate, margin, verify_gate).items()
+            for k, v in replay(qs, probs, gate, margin, verify_gate, floor).items()
         },
         "expected_among_candidates": round(statistics.mean(any(q.expected) for q in qs if not q.no_record), 3),
     }

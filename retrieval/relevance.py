@@ -154,6 +154,9 @@ class Scorer:
     gate: float
     margin: float
     verify_gate: float | None = None  # the gate of a yes/no question (`is_verification`); None: `gate`
+    # The least probability of the record an answer rests on: under it even an on-topic record is too doubtful
+    # to answer with, and the answer is "no record" (fitted with the gates).
+    answer_floor: float = 0.0
     # Under this probability the record an answer rests on was more often wrong than right (train CV): the
     # answer says it is only the nearest record.
     hedge_below: float = 0.0
@@ -177,6 +180,7 @@ class Scorer:
             "bias": round(self.bias, 6),
             "gate": self.gate,
             "verify_gate": self.verify_gate,
+            "answer_floor": self.answer_floor,
             "hedge_below": self.hedge_below,
             "margin": self.margin,
             **about,
@@ -200,6 +204,7 @@ def from_json(data: Mapping[str, object]) -> Scorer:
         margin=float(data["margin"]),  # type: ignore[arg-type]
         verify_gate=None if data.get("verify_gate") is None else float(data["verify_gate"]),  # type: ignore[arg-type]
         hedge_below=float(data.get("hedge_below") or 0.0),  # type: ignore[arg-type]
+        answer_floor=float(data.get("answer_floor") or 0.0),  # type: ignore[arg-type]
     )
 
 
@@ -224,17 +229,30 @@ def rerank(fused: Sequence[Fused], scores: Mapping[RecordKey, float]) -> list[Fu
     return sorted(fused, key=lambda f: (-scores.get(f.key, 0.0), order[f.key]))
 
 
-def settled(plan: QueryPlan, ranked: Sequence[Record], *, gate: float) -> list[Record]:
-    """The citable records in `ranked`'s order if the most on-topic of them reaches `gate`; else nothing.
+def settled(
+    plan: QueryPlan,
+    ranked: Sequence[Record],
+    *,
+    gate: float,
+    scores: Mapping[RecordKey, float] | None = None,
+    floor: float = 0.0,
+) -> list[Record]:
+    """The citable records in `ranked`'s order (best first) if the most on-topic of them reaches `gate` and the
+    first reaches the probability `floor` (by `scores`; when it has a vector); else nothing.
 
     Two judgements: whether anything found is about the question (topicality, which separates the questions
-    with no record a little better than the model's probability does, on train), and which of them answers
-    it (the probability, which orders them better)."""
+    with no record a little better than the model's probability does, on train), and whether the record that
+    would answer is likely enough to (the probability, which also orders them)."""
     candidates = [r for r in ranked if citable(r)]
     if not candidates:
         return []
     if is_filter(plan):
         return candidates
     if max(topicality(r) for r in candidates) < gate:
+        return []
+    best = candidates[0]
+    # The model was fitted on records with vectors; one not embedded yet (Tier 3 is behind, or the embed slot is
+    # down) has no similarity, its probability means little, and topicality alone judges it.
+    if scores is not None and best.similarity is not None and scores.get(best.key, 1.0) < floor:
         return []
     return candidates

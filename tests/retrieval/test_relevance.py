@@ -69,6 +69,19 @@ def test_the_gate_answers_only_when_a_citable_record_is_on_topic():
     assert settled(plan, [rec("entity", similarity=1.0)], gate=0.5) == []
 
 
+def test_an_on_topic_record_too_unlikely_to_answer_is_no_answer():
+    plan = QueryPlan(keywords=["ferry"])
+    near = [rec(rid="a", similarity=0.6, coverage=0.5), rec(rid="b", similarity=0.7, coverage=0.5)]
+    doubtful = {near[0].key: 0.3, near[1].key: 0.2}  # on topic, but the best is unlikely to answer
+    assert settled(plan, near, gate=0.5, scores=doubtful, floor=0.4) == []
+    assert [r.id for r in settled(plan, near, gate=0.5, scores=doubtful, floor=0.3)] == ["a", "b"]
+    assert settled(plan, near, gate=0.5) == near  # no floor: topicality alone
+    filtered = QueryPlan(statuses=["open"])
+    assert settled(filtered, near, gate=0.5, scores=doubtful, floor=0.9) == near  # a filter's hits answer it
+    unembedded = [rec(rid="c", similarity=None, coverage=1.0)]  # no vector yet: topicality alone judges it
+    assert settled(plan, unembedded, gate=0.5, scores={unembedded[0].key: 0.05}, floor=0.4) == unembedded
+
+
 def test_a_filter_question_is_answered_by_its_hits():
     plan = QueryPlan(record_types=["action"], statuses=["open"])
     assert is_filter(plan) and not is_filter(QueryPlan(keywords=["launch"]))
@@ -108,7 +121,9 @@ def test_the_hedge_covers_the_low_bands_where_the_first_record_was_mostly_wrong(
 
 def test_the_scorer_is_a_logistic_model_stored_as_json(tmp_path):
     weights = tuple(1.0 if name == "similarity" else 0.0 for name in FEATURES)
-    scorer = Scorer(weights=weights, bias=-0.5, gate=0.6, margin=0.1, verify_gate=0.75, hedge_below=0.7)
+    scorer = Scorer(
+        weights=weights, bias=-0.5, gate=0.6, margin=0.1, verify_gate=0.75, hedge_below=0.7, answer_floor=0.4
+    )
     row = [0.5 if name == "similarity" else 0.0 for name in FEATURES]
     assert scorer.probability(row) == pytest.approx(0.5)
     path = tmp_path / "relevance.json"
