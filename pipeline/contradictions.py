@@ -24,7 +24,6 @@ from django.utils import timezone
 from pgvector.django import CosineDistance
 from pydantic import BaseModel, ConfigDict, Field
 
-from ground import metrics
 from ground.config import LOCAL_MODEL
 from ground.queues import Queue
 from knowledge import contradictions, embeddings
@@ -43,7 +42,6 @@ from pipeline.staleness import channel_zone
 logger = logging.getLogger(__name__)
 
 CHECK_TASK = "pipeline.tasks.check_contradictions"
-SEND_TASK = "wire_bridge.tasks.send_message"
 CANDIDATES = 10  # nearest earlier decisions judged against a new one
 PREFILTER = 3 * CANDIDATES  # nearest by stored vector, then compared by their summaries (candidates())
 _UNEMBEDDED_EMBEDDED = 50  # recent decisions without a vector embedded before a check (Tier 3 lagging)
@@ -287,15 +285,9 @@ def buttons_for(pair: DecisionConflict) -> tuple[tuple[str, str], ...]:
 def publish(pair: DecisionConflict, now: datetime) -> str:
     """Park the prompt under a claim-check key and ask the respond queue to post it; returns the key."""
     ref = f"contradiction:{pair.older.friendly_id}:{pair.newer.friendly_id}"
-    key = claimcheck.park(pair.channel_id, ref, prompt_text(pair, now))
-    current_app.send_task(
-        SEND_TASK,
-        kwargs={"channel_id": pair.channel_id, "message_ref": ref, "buttons": [list(b) for b in buttons_for(pair)]},
-        queue=Queue.RESPOND.value,
-        expires=settings.JEEVES.queue_ttl_s,
+    return claimcheck.post(
+        pair.channel_id, ref, prompt_text(pair, now), proactive="contradiction_prompt", buttons=buttons_for(pair)
     )
-    metrics.proactive("contradiction_prompt")
-    return key
 
 
 def raise_due(now: datetime | None = None) -> int:

@@ -12,19 +12,14 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from celery import current_app
-from django.conf import settings
 from django.utils import timezone
 
-from ground import metrics
-from ground.queues import Queue
 from knowledge import proactive
 from knowledge.models import Action
 from pipeline import claimcheck
 
 logger = logging.getLogger(__name__)
 
-SEND_TASK = "wire_bridge.tasks.send_message"
 QUESTION = "Shall I mark this as still in progress, or has it been resolved?"
 CHOICES: tuple[tuple[str, str], ...] = (("open", "Still in progress"), ("done", "Done"), ("cancel", "Cancel"))
 _NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
@@ -127,21 +122,11 @@ def due_nudges(now: datetime | None = None) -> list[Nudge]:
 
 
 def publish(nudge: Nudge, now: datetime | None = None) -> str:
-    """Park the nudge's text under a claim-check key and ask the respond queue to post it; returns the key.
-
-    The task is given the channel and the ref; it derives the key from both, so no caller can point it
-    at another channel's text."""
+    """Park the nudge's text under a claim-check key and ask the respond queue to post it (claimcheck.post);
+    returns the key."""
     stamp = int((now or timezone.now()).timestamp())
     ref = f"stale:{nudge.friendly_id}:{stamp}"
-    key = claimcheck.park(nudge.channel_id, ref, nudge.text)
-    current_app.send_task(
-        SEND_TASK,
-        kwargs={"channel_id": nudge.channel_id, "message_ref": ref, "buttons": [list(b) for b in nudge.buttons]},
-        queue=Queue.RESPOND.value,
-        expires=settings.JEEVES.queue_ttl_s,
-    )
-    metrics.proactive("nudge")
-    return key
+    return claimcheck.post(nudge.channel_id, ref, nudge.text, proactive="nudge", buttons=nudge.buttons)
 
 
 def run(now: datetime | None = None) -> int:

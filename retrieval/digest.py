@@ -12,11 +12,9 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from ground import metrics
 from knowledge import proactive
 from knowledge.models import ChannelConfig
 from retrieval.answer import voice
@@ -25,7 +23,6 @@ from retrieval.scope import RetrievalScope, UnknownChannel
 
 logger = logging.getLogger(__name__)
 
-SEND_TASK = "wire_bridge.tasks.send_message"
 ACTION_LIMIT = 15
 DECISION_LIMIT = 10
 PAST = timedelta(days=7)
@@ -116,9 +113,6 @@ def send_due(now: datetime | None = None) -> int:
     """Beat, hourly: the Monday 08:00 (1:1-local) digest of every subscriber, once per Monday; returns how
     many went out. A subscription whose conversation is no longer a 1:1 is skipped: its scope would be a
     group channel's, and a personal note does not belong there."""
-    from celery import current_app
-
-    from ground.queues import Queue
     from pipeline import claimcheck
 
     now = now or timezone.now()
@@ -132,14 +126,7 @@ def send_due(now: datetime | None = None) -> int:
             logger.info("digest skipped, not a 1:1 any more: channel=%s", subscription.channel_id)
             continue
         ref = f"digest:{local_day.isoformat()}"
-        claimcheck.park(subscription.channel_id, ref, build(scope, now).text)
-        current_app.send_task(
-            SEND_TASK,
-            kwargs={"channel_id": subscription.channel_id, "message_ref": ref},
-            queue=Queue.RESPOND.value,
-            expires=settings.JEEVES.queue_ttl_s,
-        )
+        claimcheck.post(subscription.channel_id, ref, build(scope, now).text, proactive="digest")
         sent += 1
-        metrics.proactive("digest")
     logger.info("digests sent: %d", sent)
     return sent
