@@ -100,27 +100,56 @@ def record_decision(
         restated.save(update_fields=["source_ref", "confidence", "decided_by"])
         logger.info("decision restated: channel=%s decision=%s", channel.channel_id, restated.friendly_id)
         return Written(restated, False)
-    # get_or_create: a concurrent run that wrote the same key first wins; the friendly id is drawn
-    # inside the insert's transaction, so a lost race does not use one up.
-    decision, created = Decision.objects.get_or_create(
-        channel=channel,
-        source_key=key,
-        defaults={
-            "friendly_id": lambda: next_friendly_id(channel.channel_id, "DEC"),
-            "organisation_id": channel.organisation_id,
-            "summary": summary,
-            "rationale": rationale,
-            "restatement": verbatim.restatement(summary, sources_text),
-            "decided_by": list(dict.fromkeys(decided_by)),
-            "decided_at": decided_at,
-            "confidence": confidence,
-            "tags": tags or [],
-            "source_ref": source,
-            "extraction_model": extraction_model,
-            "prompt_version": prompt_version,
-        },
+    return _insert(
+        Decision,
+        channel,
+        key,
+        friendly_kind="DEC",
+        text=summary,
+        sources_text=sources_text,
+        summary=summary,
+        rationale=rationale,
+        decided_by=list(dict.fromkeys(decided_by)),
+        decided_at=decided_at,
+        confidence=confidence,
+        tags=tags,
+        source=source,
+        extraction_model=extraction_model,
+        prompt_version=prompt_version,
     )
-    return Written(decision, created)
+
+
+def _insert(
+    model: type[models.Model],
+    channel: ChannelConfig,
+    key: str,
+    *,
+    text: str,
+    sources_text: Sequence[str],
+    confidence: float,
+    tags: Sequence[str] | None,
+    source: dict,
+    extraction_model: str | None,
+    friendly_kind: str | None = None,
+    **fields: object,
+) -> Written:
+    """A new row under its natural key (channel, source_key), with its organisation, the restatement of
+    `text` and where it comes from, unless one is there. get_or_create: a concurrent run that wrote the same
+    key first wins; the friendly id (`friendly_kind`: DEC, ACT) is drawn inside the insert's transaction, so
+    a lost race does not use one up."""
+    defaults: dict[str, object] = {
+        "organisation_id": channel.organisation_id,
+        "restatement": verbatim.restatement(text, sources_text),
+        "confidence": confidence,
+        "tags": tags or [],
+        "source_ref": source,
+        "extraction_model": extraction_model,
+        **fields,
+    }
+    if friendly_kind is not None:
+        defaults["friendly_id"] = lambda: next_friendly_id(channel.channel_id, friendly_kind)
+    record, created = model.objects.get_or_create(channel=channel, source_key=key, defaults=defaults)
+    return Written(record, created)
 
 
 def decision_fields(
@@ -197,29 +226,27 @@ def record_action(
         return Written(existing, False)
     created = created_at or timezone.now()
     staleness_at = deadline or created + timedelta(days=settings.JEEVES.staleness_days)
-    action, created = Action.objects.get_or_create(
-        channel=channel,
-        source_key=key,
-        defaults={
-            "friendly_id": lambda: next_friendly_id(channel.channel_id, "ACT"),
-            "organisation_id": channel.organisation_id,
-            "description": description,
-            "restatement": verbatim.restatement(description, sources_text),
-            "owner_id": owner_id,
-            "owner_name": owner_name,
-            "deadline": deadline,
-            "status": status,
-            "completed_at": said_at(source) if status == ActionStatus.DONE else None,
-            "staleness_at": staleness_at,
-            "confidence": confidence,
-            "tags": tags or [],
-            "source_ref": source,
-            "related_decision": related_decision,
-            "extraction_model": extraction_model,
-            "prompt_version": prompt_version,
-        },
+    return _insert(
+        Action,
+        channel,
+        key,
+        friendly_kind="ACT",
+        text=description,
+        sources_text=sources_text,
+        description=description,
+        owner_id=owner_id,
+        owner_name=owner_name,
+        deadline=deadline,
+        status=status,
+        completed_at=said_at(source) if status == ActionStatus.DONE else None,
+        staleness_at=staleness_at,
+        confidence=confidence,
+        tags=tags,
+        source=source,
+        related_decision=related_decision,
+        extraction_model=extraction_model,
+        prompt_version=prompt_version,
     )
-    return Written(action, created)
 
 
 def record_signal(
@@ -239,21 +266,19 @@ def record_signal(
 ) -> Written:
     summary = guard_text(summary, sources_text) or ""
     tags = guard_tags(tags, sources_text)
-    signal, created = ConversationSignal.objects.get_or_create(
-        channel=channel,
-        source_key=key,
-        defaults={
-            "organisation_id": channel.organisation_id,
-            "signal_type": signal_type,
-            "summary": summary,
-            "restatement": verbatim.restatement(summary, sources_text),
-            "participants": list(dict.fromkeys(participants or [])),
-            "tags": tags or [],
-            "related_entities": related_entities or [],
-            "occurred_at": occurred_at,
-            "confidence": confidence,
-            "source_ref": source,
-            "extraction_model": extraction_model,
-        },
+    return _insert(
+        ConversationSignal,
+        channel,
+        key,
+        text=summary,
+        sources_text=sources_text,
+        signal_type=signal_type,
+        summary=summary,
+        participants=list(dict.fromkeys(participants or [])),
+        tags=tags,
+        related_entities=related_entities or [],
+        occurred_at=occurred_at,
+        confidence=confidence,
+        source=source,
+        extraction_model=extraction_model,
     )
-    return Written(signal, created)
