@@ -9,6 +9,8 @@ deleting a channel purges it from every table.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
@@ -189,6 +191,24 @@ class ChannelConfigAdmin(admin.ModelAdmin):
         self._set_state(request, queryset, ChannelState.ACTIVE, "out of secure mode")
 
 
+def _review_action(
+    action: str,
+    description: str,
+    said: str,
+    changes: Callable[[], dict[str, object]] = dict,
+    level: int = messages.INFO,
+):
+    """A bulk review action: `changes()` (taken when it runs) set on the selected records through their
+    admin's `_review`, audited as `action`; then `said`, with the count, to the reviewer."""
+
+    @admin.action(description=description)
+    def run(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = self._review(request, queryset, action, **changes())
+        self.message_user(request, said.format(count), level=level)
+
+    return run
+
+
 class ReviewedAdmin(ReadOnlyAdmin):
     """A record the review desk changes: its review history shown on it."""
 
@@ -225,26 +245,26 @@ class DecisionAdmin(ExtractedAdmin):
         fields = {"reviewed_at": timezone.now(), "reviewed_by": _actor(request), **fields}
         return review.bulk_review(queryset, actor=_actor(request), action=action, **fields)
 
-    @admin.action(description="Confirm selected decisions")
-    def confirm(self, request: HttpRequest, queryset: QuerySet) -> None:
-        self.message_user(request, f"{self._review(request, queryset, 'confirm')} decision(s) confirmed.")
-
-    @admin.action(description="Mark selected decisions superseded")
-    def supersede(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = self._review(
-            request, queryset, "supersede", status=DecisionStatus.SUPERSEDED, valid_until=timezone.now()
-        )
-        self.message_user(request, f"{count} decision(s) marked superseded.")
-
-    @admin.action(description="Mark selected decisions reversed")
-    def reverse(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = self._review(request, queryset, "reverse", status=DecisionStatus.REVERSED, valid_until=timezone.now())
-        self.message_user(request, f"{count} decision(s) marked reversed.")
-
-    @admin.action(description="Reject selected decisions (not a real decision)")
-    def reject(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = self._review(request, queryset, "reject", status=DecisionStatus.REJECTED)
-        self.message_user(request, f"{count} decision(s) rejected.", level=messages.WARNING)
+    confirm = _review_action("confirm", "Confirm selected decisions", "{} decision(s) confirmed.")
+    supersede = _review_action(
+        "supersede",
+        "Mark selected decisions superseded",
+        "{} decision(s) marked superseded.",
+        lambda: {"status": DecisionStatus.SUPERSEDED, "valid_until": timezone.now()},
+    )
+    reverse = _review_action(
+        "reverse",
+        "Mark selected decisions reversed",
+        "{} decision(s) marked reversed.",
+        lambda: {"status": DecisionStatus.REVERSED, "valid_until": timezone.now()},
+    )
+    reject = _review_action(
+        "reject",
+        "Reject selected decisions (not a real decision)",
+        "{} decision(s) rejected.",
+        lambda: {"status": DecisionStatus.REJECTED},
+        level=messages.WARNING,
+    )
 
 
 class OwnerForm(forms.Form):
@@ -275,27 +295,24 @@ class ActionAdmin(ExtractedAdmin):
     def _review(self, request: HttpRequest, queryset: QuerySet, action: str, **fields: object) -> int:
         return review.bulk_review(queryset, actor=_actor(request), action=action, **fields)
 
-    @admin.action(description="Mark selected actions done")
-    def mark_done(self, request: HttpRequest, queryset: QuerySet) -> None:
-        now = timezone.now()
-        count = self._review(
-            request, queryset, "done", status=ActionStatus.DONE, completed_at=now, last_status_check=now
-        )
-        self.message_user(request, f"{count} action(s) marked done.")
-
-    @admin.action(description="Cancel selected actions")
-    def mark_cancelled(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = self._review(
-            request, queryset, "cancel", status=ActionStatus.CANCELLED, last_status_check=timezone.now()
-        )
-        self.message_user(request, f"{count} action(s) cancelled.")
-
-    @admin.action(description="Reopen selected actions")
-    def reopen(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = self._review(
-            request, queryset, "reopen", status=ActionStatus.OPEN, completed_at=None, last_status_check=timezone.now()
-        )
-        self.message_user(request, f"{count} action(s) reopened.")
+    mark_done = _review_action(
+        "done",
+        "Mark selected actions done",
+        "{} action(s) marked done.",
+        lambda: {"status": ActionStatus.DONE, **dict.fromkeys(("completed_at", "last_status_check"), timezone.now())},
+    )
+    mark_cancelled = _review_action(
+        "cancel",
+        "Cancel selected actions",
+        "{} action(s) cancelled.",
+        lambda: {"status": ActionStatus.CANCELLED, "last_status_check": timezone.now()},
+    )
+    reopen = _review_action(
+        "reopen",
+        "Reopen selected actions",
+        "{} action(s) reopened.",
+        lambda: {"status": ActionStatus.OPEN, "completed_at": None, "last_status_check": timezone.now()},
+    )
 
     def _with_form(self, request: HttpRequest, queryset: QuerySet, form_class, name: str, title: str, apply):
         """An action that asks for a value first: the form, then (posted with `apply`) the change."""
