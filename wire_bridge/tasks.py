@@ -113,20 +113,10 @@ def respond_to_command(self, channel_id: str, wire_msg_id: str, user_id: str, ki
 
 
 @shared_task(bind=True, name="wire_bridge.tasks.respond_to_button", queue=Queue.RESPOND.value, **OUTBOUND_RETRY)
-def respond_to_button(
-    self,
-    channel_id: str,
-    user_id: str,
-    referenced_message_id: str,
-    button_id: str | None,
-    button_index: int | None,
-    outcome: str,
-    dedupe_key: str,
-) -> None:
+def respond_to_button(self, channel_id: str, **click: object) -> None:
+    """`click`: the arguments of respond.reply_to_button after the channel, as publish_button names them."""
     try:
-        respond.reply_to_button(
-            channel_id, user_id, referenced_message_id, button_id, button_index, outcome, dedupe_key
-        )
+        respond.reply_to_button(channel_id, **click)
     except OutboundError as exc:
         if _retrying(self, exc):
             raise
