@@ -67,10 +67,15 @@ _PRONOUNS = [
 ]
 
 
+# Separators a removed link leaves side by side ("here: — …", "notes, , …"): the first one stays.
+_DANGLING_SEPARATORS = re.compile(r"([:;,])(?:\s+[:;,\u2013\u2014-](?=\s|$))+")
+
+
 def clean(text: str) -> str:
     """The message without links, emoji, leading chat filler and stray whitespace."""
     text = _CONTROL.sub(" ", (text or "").replace("\u2019", "'"))
     text = _URL.sub("", text)
+    text = _DANGLING_SEPARATORS.sub(r"\1", text)  # "here: <link> — one tab each" → "here: one tab each"
     text = _EMOJI.sub("", text)
     text = _MENTION.sub(lambda m: m.group(1), text)
     text = _LEAD.sub("", text)

@@ -8,6 +8,7 @@ from knowledge.verbatim import longest_common_run
 from pipeline.offline.restate import (
     MAX_SHARE,
     base_form,
+    clean,
     fit,
     guard,
     kept_share,
@@ -130,3 +131,10 @@ def test_i_am_is_a_commitment_only_before_a_verb() -> None:
 def test_only_a_phrase_opening_on_a_base_form_verb_is_said_as_a_task(phrase: str, reads_after_to: bool) -> None:
     # An action whose message is no request ("fresh numbers: …") is stored as said, not as "Ana to fresh numbers".
     assert starts_with_verb(phrase) is reads_after_to
+
+
+def test_a_removed_link_leaves_no_stray_separators() -> None:
+    rota = "Rota is here: https://rota.example/q3 \u2014 one column per kiln"
+    assert clean(rota) == "Rota is here: one column per kiln"
+    assert clean("glaze list, https://a.example/g , and the firing log") == "glaze list, and the firing log"
+    assert clean("the trace shows `Kiln::Fire` failing") == "the trace shows `Kiln::Fire` failing"
