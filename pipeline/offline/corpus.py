@@ -23,9 +23,9 @@ EVALSETS = ROOT / "evalsets"
 TRAIN = EVALSETS / "train"
 DEV = EVALSETS / "dev"
 
-_PAUSE = re.compile(r"\b(pause|step out|secure mode(?! off)|ears off)\b", re.IGNORECASE)
+# Jeeves' own commands (wire_bridge/commands.py), as the bridge reads them; secure mode also flushes the window.
+_PAUSE = re.compile(r"\b(pause|step out|(?P<secure>secure mode(?! off)|ears off))\b", re.IGNORECASE)
 _RESUME = re.compile(r"\b(resume|come back|unpause|secure mode off|ears on)\b", re.IGNORECASE)
-_SECURE = re.compile(r"\b(secure mode(?! off)|ears off)\b", re.IGNORECASE)
 
 
 @dataclass
@@ -91,9 +91,9 @@ def from_dict(raw: dict) -> Conversation:
             to_bot.add(m["id"])
             if _RESUME.search(m["text"]):
                 paused = False
-            elif _PAUSE.search(m["text"]):
+            elif command := _PAUSE.search(m["text"]):
                 paused = True
-                if _SECURE.search(m["text"]):
+                if command["secure"]:
                     secured.add(m["id"])
         elif paused:
             dropped.add(m["id"])
