@@ -44,3 +44,42 @@ def window_message(conv: dict, message: dict, bot_id: str) -> WindowMessage:
         text=message["text"],
         mentions=[qualify(m["user"]) for m in message.get("mentions", [])],
     )
+
+
+# A small conversation in the evalset format, for tests that need a channel of two people and Jeeves.
+ORG = "wire.example"
+BOT = "00000000-0000-4000-8000-0000000000b0"
+ANA = "00000000-0000-4000-8000-0000000000a1"
+TOM = "00000000-0000-4000-8000-0000000000a2"
+
+
+def small_conversation(
+    conv_id: str, said: list[tuple[str, str, bool]], *, channel: str, ts: str, msg_id: str = "m{k}", **extra
+) -> dict:
+    """`said`: (author, text, addressed to Jeeves) in order; `ts` and `msg_id` are formats of the message's
+    number k (from 1); `extra` goes into the channel (a name, say)."""
+    return {
+        "id": conv_id,
+        "channel": {
+            "id": f"{channel}@{ORG}",
+            "org": ORG,
+            **extra,
+            "timezone": "UTC",
+            "members": [
+                {"id": ANA, "name": "Ana", "handle": "ana"},
+                {"id": TOM, "name": "Tom", "handle": "tom"},
+                {"id": BOT, "name": "Jeeves", "handle": "jeeves"},
+            ],
+        },
+        "messages": [
+            {
+                "id": msg_id.format(k=k),
+                "author": author,
+                "ts": ts.format(k=k),
+                "text": text,
+                "mentions": [{"user": BOT, "offset": 0, "length": 7}] if to_bot else [],
+            }
+            for k, (author, text, to_bot) in enumerate(said, start=1)
+        ],
+        "gold": {"decisions": [], "actions": [], "categories": {}},
+    }

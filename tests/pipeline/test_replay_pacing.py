@@ -9,41 +9,23 @@ where the in-process simulator (pipeline/offline/replay.py) had extracted them.
 from __future__ import annotations
 
 from jeeves.management.commands import jeeves_replay as replay
-
-ORG = "wire.example"
-BOT = "00000000-0000-4000-8000-0000000000b0"
-ANA = "00000000-0000-4000-8000-0000000000a1"
-TOM = "00000000-0000-4000-8000-0000000000a2"
+from tests.pipeline import evalset
+from tests.pipeline.evalset import ANA, BOT, ORG, TOM
 
 
 def _conversation() -> dict:
     said = [
-        (ANA, "the greenhouse heater stays on timer mode over the long weekend", []),
-        (TOM, "fine by me, I will check the thermostat log on Tuesday morning", []),
-        (TOM, "@jeeves ears off", [{"user": BOT, "offset": 0, "length": 7}]),
-        (ANA, "between us the heater contract renewal looks pricey", []),
-        (ANA, "@jeeves ears on", [{"user": BOT, "offset": 0, "length": 7}]),
-        (TOM, "also the seed order goes to the second supplier this spring", []),
+        (ANA, "the greenhouse heater stays on timer mode over the long weekend", False),
+        (TOM, "fine by me, I will check the thermostat log on Tuesday morning", False),
+        (TOM, "@jeeves ears off", True),
+        (ANA, "between us the heater contract renewal looks pricey", False),
+        (ANA, "@jeeves ears on", True),
+        (TOM, "also the seed order goes to the second supplier this spring", False),
     ]
-    return {
-        "id": "pacing",
-        "channel": {
-            "id": f"00000000-0000-4000-8000-0000000000c1@{ORG}",
-            "org": ORG,
-            "name": "greenhouse",
-            "timezone": "UTC",
-            "members": [
-                {"id": ANA, "name": "Ana", "handle": "ana"},
-                {"id": TOM, "name": "Tom", "handle": "tom"},
-                {"id": BOT, "name": "Jeeves", "handle": "jeeves"},
-            ],
-        },
-        "messages": [
-            {"id": f"m{k:03d}", "author": author, "ts": f"2026-05-0{k}T10:00:00Z", "text": text, "mentions": mentions}
-            for k, (author, text, mentions) in enumerate(said, start=1)
-        ],
-        "gold": {},
-    }
+    return evalset.small_conversation(
+        "pacing", said, channel="00000000-0000-4000-8000-0000000000c1", ts="2026-05-0{k}T10:00:00Z",
+        msg_id="m{k:03d}", name="greenhouse",
+    )  # fmt: skip
 
 
 def test_a_message_to_jeeves_waits_until_the_channel_has_handled_what_came_before(monkeypatch):

@@ -10,11 +10,9 @@ import pytest
 
 from pipeline.offline import corpus, replay
 from pipeline.schemas import ExtractResult
+from tests.pipeline import evalset
+from tests.pipeline.evalset import ANA, TOM
 
-ORG = "wire.example"
-BOT = "00000000-0000-4000-8000-0000000000b0"
-ANA = "00000000-0000-4000-8000-0000000000a1"
-TOM = "00000000-0000-4000-8000-0000000000a2"
 ENDS = {"ears off": "ears on", "secure mode": "secure mode off", "pause": "resume"}
 
 
@@ -28,30 +26,9 @@ def _conversation(command: str) -> corpus.Conversation:
         (TOM, "one more thing: the delivery van goes to the garage on Monday", False),
     ]
     return corpus.from_dict(
-        {
-            "id": "secure-flush",
-            "channel": {
-                "id": f"00000000-0000-4000-8000-0000000000c2@{ORG}",
-                "org": ORG,
-                "timezone": "UTC",
-                "members": [
-                    {"id": ANA, "name": "Ana", "handle": "ana"},
-                    {"id": TOM, "name": "Tom", "handle": "tom"},
-                    {"id": BOT, "name": "Jeeves", "handle": "jeeves"},
-                ],
-            },
-            "messages": [
-                {
-                    "id": f"m{k}",
-                    "author": author,
-                    "ts": f"2026-06-0{k}T09:00:00Z",
-                    "text": text,
-                    "mentions": [{"user": BOT, "offset": 0, "length": 7}] if to_bot else [],
-                }
-                for k, (author, text, to_bot) in enumerate(said, start=1)
-            ],
-            "gold": {"decisions": [], "actions": [], "categories": {}},
-        }
+        evalset.small_conversation(
+            "secure-flush", said, channel="00000000-0000-4000-8000-0000000000c2", ts="2026-06-0{k}T09:00:00Z"
+        )
     )
 
 
