@@ -39,7 +39,7 @@ from knowledge.verbatim import VerbatimText
 from pipeline import contradictions, debounce, embed, llm, offline, prompts, window
 from pipeline.classify import build_context, context_json
 from pipeline.context import ChannelContext
-from pipeline.schemas import ExtractedDecision, ExtractedEntity, ExtractResult
+from pipeline.schemas import ExtractedAction, ExtractedDecision, ExtractedEntity, ExtractedSignal, ExtractResult
 from pipeline.window import WindowMessage
 
 logger = logging.getLogger(__name__)
@@ -226,12 +226,21 @@ def _deadline(day: date | None, tz: str) -> datetime | None:
     return datetime.combine(day, time(23, 59, 59), tzinfo=ZoneInfo(tz))
 
 
+def _resolve_members(ctx: ChannelContext, raws: Sequence[str]) -> list[str]:
+    """The qualified ids of the members the model named, those it could resolve."""
+    return [u for u in (_resolve_member(ctx, r) for r in raws) if u]
+
+
 def _cited(ids: Sequence[str], by_id: dict[str, WindowMessage]) -> list[str]:
     return list(dict.fromkeys(i for i in ids if i in by_id))
 
 
 def _ref(ids: Sequence[str], by_id: dict[str, WindowMessage]) -> dict:
     return source_ref([(i, by_id[i].ts) for i in ids])
+
+
+def _latest(ids: Sequence[str], by_id: dict[str, WindowMessage]) -> datetime:
+    return max(by_id[i].ts for i in ids)
 
 
 def _write(
@@ -254,11 +263,13 @@ def _write(
     run_key = source_key("run", sorted(pending))
     written: dict[str, list[str]] = {"decision": [], "action": [], "signal": [], "entity": []}
 
-    decisions = [
-        (d, ids)
-        for d in result.decisions
-        if d.confidence >= floor and (ids := _cited(d.source_msg_ids, by_id)) and pending & set(ids)
-    ]
+    def kept(item: ExtractedDecision | ExtractedAction | ExtractedSignal) -> list[str]:
+        """The messages a decision, action or signal rests on; none when it is under the floor, cites no
+        message of the window or none of the pending ones (those are earlier runs' to write)."""
+        ids = _cited(item.source_msg_ids, by_id)
+        return ids if item.confidence >= floor and ids and pending & set(ids) else []
+
+    decisions = [(d, ids) for d in result.decisions if (ids := kept(d))]
     entities = [e for e in result.entities if e.name.strip()]
     near = _comparison_vectors(channel, texts, [d for d, _ in decisions], entities)
 
@@ -279,24 +290,34 @@ def _write(
             ordinals[slot] += 1
             return source_key(kind, ids, ordinals[slot] - 1)
 
-        decision_by_msg: dict[str, Decision] = {}
-        for (item, ids), vector in zip(decisions, near.decisions, strict=True):
-            key = next_key("dec", ids)
-            deciders = [u for u in (_resolve_member(ctx, r) for r in item.decided_by) if u]
-            out = guarded(
-                "decision",
-                record_decision,
+        def write_record(kind: str, write, key_kind: str, item, ids: list[str], **fields):
+            """A decision, action or signal resting on `ids`, with where it comes from: the messages' ids and
+            times, its key, its confidence and the model. None when the verbatim guard dropped it."""
+            return guarded(
+                kind,
+                write,
                 channel,
-                summary=item.summary,
-                rationale=item.rationale,
-                decided_by=deciders,
-                decided_at=max(by_id[i].ts for i in ids),
-                confidence=item.confidence,
                 source=_ref(ids, by_id),
                 sources_text=texts,
-                key=key,
-                tags=item.tags,
+                key=next_key(key_kind, ids),
+                confidence=item.confidence,
                 extraction_model=model,
+                **fields,
+            )
+
+        decision_by_msg: dict[str, Decision] = {}
+        for (item, ids), vector in zip(decisions, near.decisions, strict=True):
+            out = write_record(
+                "decision",
+                record_decision,
+                "dec",
+                item,
+                ids,
+                summary=item.summary,
+                rationale=item.rationale,
+                decided_by=_resolve_members(ctx, item.decided_by),
+                decided_at=_latest(ids, by_id),
+                tags=item.tags,
                 prompt_version=version,
                 vector=vector,
                 restates=item.restates_existing,
@@ -310,10 +331,8 @@ def _write(
                     decision_by_msg.setdefault(i, out.record)
 
         for item in result.actions:
-            ids = _cited(item.source_msg_ids, by_id)
-            if item.confidence < floor or not ids or not pending & set(ids):
+            if not (ids := kept(item)):
                 continue
-            key = next_key("act", ids)
             owner = _resolve_member(ctx, item.owner_id)
             related = next((decision_by_msg[i] for i in item.related_decision_msg_ids if i in decision_by_msg), None)
             if related is None and item.related_decision_msg_ids:
@@ -324,25 +343,22 @@ def _write(
                     .order_by("-decided_at")
                     .first()
                 )
-            out = guarded(
+            out = write_record(
                 "action",
                 record_action,
-                channel,
+                "act",
+                item,
+                ids,
                 description=item.description,
                 owner_id=owner,
                 owner_name=ctx.display_name(owner) if owner else None,
                 deadline=_deadline(_plausible(item.deadline, [by_id[i].ts for i in ids], ctx.timezone), ctx.timezone),
                 status=item.status,
-                confidence=item.confidence,
-                source=_ref(ids, by_id),
-                sources_text=texts,
-                key=key,
                 continues_ids=[i for i in ids if i not in pending],
                 related_decision=related,
                 tags=item.tags,
-                extraction_model=model,
                 prompt_version=version,
-                created_at=max(by_id[i].ts for i in ids),
+                created_at=_latest(ids, by_id),
             )
             if out is not None:
                 written["action"].append(str(out.record.pk))
@@ -386,7 +402,7 @@ def _write(
                 source=source,
                 target=target,
                 relationship=rel.relationship,
-                observed_at=max(by_id[i].ts for i in ids),
+                observed_at=_latest(ids, by_id),
                 ref=_ref(ids, by_id),
                 context=rel.context,
                 sources_text=texts,
@@ -394,26 +410,21 @@ def _write(
             )
 
         for item in result.signals:
-            ids = _cited(item.source_msg_ids, by_id)
-            if item.confidence < floor or not ids or not pending & set(ids):
+            if not (ids := kept(item)):
                 continue
             # Keyed by its messages, not its type: Tier 1 may have kept the same message's gist already
             # (pipeline.classify, the same key), and one message is one signal whichever tier wrote it.
-            key = next_key(SIGNAL_KEY, ids)
-            participants = [u for u in (_resolve_member(ctx, p) for p in item.participants) if u]
-            out = guarded(
+            participants = _resolve_members(ctx, item.participants)
+            out = write_record(
                 "signal",
                 record_signal,
-                channel,
+                SIGNAL_KEY,
+                item,
+                ids,
                 signal_type=item.signal_type,
                 summary=item.summary,
-                occurred_at=max(by_id[i].ts for i in ids),
-                source=_ref(ids, by_id),
-                sources_text=texts,
-                key=key,
+                occurred_at=_latest(ids, by_id),
                 participants=participants or list(dict.fromkeys(by_id[i].author_id for i in ids)),
-                confidence=item.confidence,
-                extraction_model=model,
             )
             if out is not None:
                 written["signal"].append(str(out.record.pk))
@@ -510,7 +521,7 @@ def _record_failure(channel: ChannelConfig, win: list[WindowMessage], pending_id
         channel,
         signal_type="discussion",
         summary=f"A discussion of {len(ids)} messages took place that could not be extracted automatically.",
-        occurred_at=max(by_id[i].ts for i in ids),
+        occurred_at=_latest(ids, by_id),
         source=_ref(ids, by_id),
         sources_text=[by_id[i].text for i in ids],
         key=source_key("extract-failed", ids),
