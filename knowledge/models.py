@@ -29,6 +29,16 @@ def _uuid_pk() -> models.UUIDField:
     return models.UUIDField(primary_key=True, default=uuid.uuid4, db_default=RandomUUID(), editable=False)
 
 
+def _source_key() -> models.TextField:
+    return models.TextField(help_text="Natural key for idempotent writes (from the source message ids)")
+
+
+def _restatement() -> models.JSONField:
+    """What a record's stored text keeps of its messages, measured when written (the text is gone after):
+    {"kept_share": largest share of one message's words kept in order, "longest_run": words, ...}."""
+    return models.JSONField(default=dict, blank=True)
+
+
 def _search_vector(*columns: str) -> models.GeneratedField:
     # to_tsvector with an explicit config is immutable, so Postgres can store it (GENERATED ... STORED).
     return models.GeneratedField(
@@ -107,6 +117,11 @@ class ChannelConfig(models.Model):
         return self.state == ChannelState.ACTIVE and self.left_at is None
 
 
+def _channel() -> models.ForeignKey:
+    """The channel a row belongs to (column channel_id); deleting the channel deletes the row."""
+    return models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+")
+
+
 class DecisionStatus(models.TextChoices):
     ACTIVE = "active", "Active"
     SUPERSEDED = "superseded", "Superseded"
@@ -120,7 +135,7 @@ class Decision(models.Model):
 
     id = _uuid_pk()
     friendly_id = models.TextField(help_text="DEC-0007, unique per channel")
-    channel = models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+")
+    channel = _channel()
     organisation_id = models.TextField()
     summary = models.TextField()
     rationale = models.TextField(null=True, blank=True)
@@ -134,11 +149,9 @@ class Decision(models.Model):
     )
     tags = _text_array()
     source_ref = models.JSONField()
-    source_key = models.TextField(help_text="Natural key for idempotent writes (from the source message ids)")
+    source_key = _source_key()
     extraction_model = models.TextField(null=True, blank=True)
-    # What the stored text keeps of its messages, measured when written (the text is gone after):
-    # {"kept_share": largest share of one message's words kept in order, "longest_run": words, ...}.
-    restatement = models.JSONField(default=dict, blank=True)
+    restatement = _restatement()
     prompt_version = models.TextField(null=True, blank=True)
     reviewed_at = models.DateTimeField(null=True, blank=True)
     reviewed_by = models.TextField(null=True, blank=True)
@@ -188,7 +201,7 @@ class DecisionConflict(models.Model):
     """
 
     id = models.BigAutoField(primary_key=True)
-    channel = models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+")
+    channel = _channel()
     organisation_id = models.TextField()
     older = models.ForeignKey(Decision, on_delete=models.CASCADE, db_column="older_id", related_name="+")
     newer = models.ForeignKey(Decision, on_delete=models.CASCADE, db_column="newer_id", related_name="+")
@@ -230,7 +243,7 @@ class Action(models.Model):
 
     id = _uuid_pk()
     friendly_id = models.TextField(help_text="ACT-0012, unique per channel")
-    channel = models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+")
+    channel = _channel()
     organisation_id = models.TextField()
     description = models.TextField()
     owner_id = models.TextField(null=True, blank=True, help_text="Wire user id")
@@ -241,14 +254,12 @@ class Action(models.Model):
     confidence = models.FloatField(default=0.8, db_default=0.8)
     tags = _text_array()
     source_ref = models.JSONField()
-    source_key = models.TextField(help_text="Natural key for idempotent writes (from the source message ids)")
+    source_key = _source_key()
     related_decision = models.ForeignKey(
         Decision, null=True, blank=True, on_delete=models.SET_NULL, db_column="related_decision", related_name="+"
     )
     extraction_model = models.TextField(null=True, blank=True)
-    # What the stored text keeps of its messages, measured when written (the text is gone after):
-    # {"kept_share": largest share of one message's words kept in order, "longest_run": words, ...}.
-    restatement = models.JSONField(default=dict, blank=True)
+    restatement = _restatement()
     prompt_version = models.TextField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
     last_status_check = models.DateTimeField(null=True, blank=True)
@@ -292,7 +303,7 @@ class Entity(models.Model):
     """
 
     id = _uuid_pk()
-    channel = models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+")
+    channel = _channel()
     channel_ids = _text_array()
     organisation_id = models.TextField()
     entity_type = models.TextField(choices=EntityType.choices)
@@ -427,7 +438,7 @@ class ConversationSignal(models.Model):
     """A short synthesised note of what went on (1-2 sentences, never verbatim)."""
 
     id = _uuid_pk()
-    channel = models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+")
+    channel = _channel()
     organisation_id = models.TextField()
     signal_type = models.TextField(choices=SignalType.choices)
     summary = models.TextField()
@@ -437,11 +448,9 @@ class ConversationSignal(models.Model):
     occurred_at = models.DateTimeField()
     confidence = models.FloatField(default=0.6, db_default=0.6)
     source_ref = models.JSONField()
-    source_key = models.TextField(help_text="Natural key for idempotent writes (from the source message ids)")
+    source_key = _source_key()
     extraction_model = models.TextField(null=True, blank=True)
-    # What the stored text keeps of its messages, measured when written (the text is gone after):
-    # {"kept_share": largest share of one message's words kept in order, "longest_run": words, ...}.
-    restatement = models.JSONField(default=dict, blank=True)
+    restatement = _restatement()
     created_at = models.DateTimeField(db_default=Now())
     search_vector = _search_vector("summary")
 
