@@ -107,6 +107,16 @@ def _unbind_log_context(task_id=None, **extra) -> None:
 
 _exchange = Exchange("jeeves", type="direct")
 
+
+def _summarise_at(task: str, schedule: crontab, *, expires: int, **kwargs: object) -> dict:
+    """A beat entry: `task` (with `kwargs`) on the summarise queue at `schedule`, dropped when no worker
+    took it within `expires` seconds."""
+    entry = {"task": task, "schedule": schedule, "options": {"queue": Queue.SUMMARISE.value, "expires": expires}}
+    if kwargs:
+        entry["kwargs"] = kwargs
+    return entry
+
+
 app.conf.update(
     task_queues=[KombuQueue(q.value, _exchange, routing_key=q.value) for q in Queue],
     task_default_queue=Queue.RESPOND.value,
@@ -159,45 +169,23 @@ app.conf.update(
     # 30 minutes old (pipeline/contradictions.py); `send_digests` hourly at :10 sends the personal digest
     # to subscribers whose 1:1 has just reached Monday 08:00 (retrieval/digest.py).
     beat_schedule={
-        "daily-summaries": {
-            "task": "pipeline.tasks.summarise_due_channels",
-            "schedule": crontab(minute=0),
-            "options": {"queue": Queue.SUMMARISE.value, "expires": 3000},
-            "kwargs": {"granularity": "daily"},
-        },
-        "weekly-summaries": {
-            "task": "pipeline.tasks.summarise_due_channels",
-            "schedule": crontab(minute=5),
-            "options": {"queue": Queue.SUMMARISE.value, "expires": 3000},
-            "kwargs": {"granularity": "weekly"},
-        },
-        "contradiction-prompts": {
-            "task": "pipeline.tasks.raise_contradictions",
-            "schedule": crontab(minute="*/5"),
-            "options": {"queue": Queue.SUMMARISE.value, "expires": 240},
-        },
-        "personal-digests": {
-            "task": "retrieval.tasks.send_digests",
-            "schedule": crontab(minute=10),
-            "options": {"queue": Queue.SUMMARISE.value, "expires": 3000},
-        },
-        "staleness-check": {
-            "task": "pipeline.tasks.staleness_check",
-            "schedule": crontab(minute=0, hour="8,15"),
-            "options": {"queue": Queue.SUMMARISE.value, "expires": 3600},
-        },
+        "daily-summaries": _summarise_at(
+            "pipeline.tasks.summarise_due_channels", crontab(minute=0), expires=3000, granularity="daily"
+        ),
+        "weekly-summaries": _summarise_at(
+            "pipeline.tasks.summarise_due_channels", crontab(minute=5), expires=3000, granularity="weekly"
+        ),
+        "contradiction-prompts": _summarise_at(
+            "pipeline.tasks.raise_contradictions", crontab(minute="*/5"), expires=240
+        ),
+        "personal-digests": _summarise_at("retrieval.tasks.send_digests", crontab(minute=10), expires=3000),
+        "staleness-check": _summarise_at(
+            "pipeline.tasks.staleness_check", crontab(minute=0, hour="8,15"), expires=3600
+        ),
         # Forgetting: channels Jeeves left, purged once their grace (JEEVES_RETENTION_AFTER_LEAVE_DAYS)
         # is over; records past JEEVES_RETENTION_DAYS and expired tombstones, nightly.
-        "purge-left-channels": {
-            "task": "pipeline.tasks.purge_left_channels",
-            "schedule": crontab(minute=30),
-            "options": {"queue": Queue.SUMMARISE.value, "expires": 3000},
-        },
-        "age-out-records": {
-            "task": "pipeline.tasks.age_out_records",
-            "schedule": crontab(minute=0, hour=3),
-            "options": {"queue": Queue.SUMMARISE.value, "expires": 3600},
-        },
+        "purge-left-channels": _summarise_at("pipeline.tasks.purge_left_channels", crontab(minute=30), expires=3000),
+        "age-out-records": _summarise_at("pipeline.tasks.age_out_records", crontab(minute=0, hour=3), expires=3600),
     },
 )
 
