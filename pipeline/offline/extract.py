@@ -436,6 +436,13 @@ def view(msgs: list[WindowMessage], ctx: ChannelContext) -> list[features.Msg]:
     ]
 
 
+def _cited(w: _Window, indices: list[int]) -> tuple[list[str], list[str]]:
+    """The ids of the messages at `indices` (each once, in order) a record cites, and the topic terms of
+    their thread (the messages, what they quote, and the earlier ones on the same thing)."""
+    msg_ids = list(dict.fromkeys(w.msgs[i].id for i in indices))
+    return msg_ids, topic.terms(topic.context_messages(w.msgs, msg_ids), w.ctx, msg_ids)
+
+
 def extract(
     window: list[WindowMessage],
     ctx: ChannelContext,
@@ -469,13 +476,12 @@ def extract(
         if not summary:
             continue
         ids = ([record.proposal] if record.proposal is not None else []) + record.evidence
-        msg_ids = list(dict.fromkeys(w.msgs[i].id for i in ids))
-        thread = topic.context_messages(w.msgs, msg_ids)
+        msg_ids, tags = _cited(w, ids)
         decisions.append(
             ExtractedDecision(
                 summary=summary[:400],
                 rationale=_rationale(w, ids, sources),
-                tags=topic.terms(thread, ctx, msg_ids),
+                tags=tags,
                 decided_by=list(dict.fromkeys(w.msgs[i].author_id for i in record.evidence)),
                 source_msg_ids=msg_ids,
                 confidence=w.scored.confidence("decision", max(w.scored.p("decision_ev", i) for i in record.evidence)),
@@ -489,8 +495,7 @@ def extract(
         description, _ = _action_text(w, record)
         if not description:
             continue
-        msg_ids = list(dict.fromkeys(w.msgs[i].id for i in record.evidence))
-        thread = topic.context_messages(w.msgs, msg_ids)
+        msg_ids, tags = _cited(w, record.evidence)
         actions.append(
             ExtractedAction(
                 description=description[:400],
@@ -499,7 +504,7 @@ def extract(
                 source_msg_ids=msg_ids,
                 confidence=w.scored.confidence("action", w.scored.p("action_ev", record.anchor)),
                 status="done" if record.done else "open",
-                tags=topic.terms(thread, ctx, msg_ids),
+                tags=tags,
             )
         )
     taken = {i for r in found_decisions + found_actions for i in r.evidence}
