@@ -1,5 +1,6 @@
 """Queue names, named once (import-light: no Django, no Celery). One queue and worker pool per tier."""
 
+from bisect import bisect
 from enum import StrEnum
 
 
@@ -31,3 +32,10 @@ LOW_PRIORITY = 9
 def queue_lists(queue: str) -> list[str]:
     """The Redis lists holding `queue`'s waiting messages, one per priority step."""
     return [queue if step == 0 else f"{queue}\x06\x16{step}" for step in PRIORITY_STEPS]
+
+
+def queue_list(queue: str, priority: int) -> str:
+    """The Redis list a message of `queue` at `priority` waits in (kombu's: the priority clamped to 0-9, then
+    the highest step not above it)."""
+    step = PRIORITY_STEPS[bisect(PRIORITY_STEPS, max(0, min(priority, 9))) - 1]
+    return queue if step == 0 else f"{queue}\x06\x16{step}"

@@ -9,6 +9,7 @@ Written at admission (`admit_message`, the webhook's one statement) or by the wo
 from __future__ import annotations
 
 import json
+import logging
 import re
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
@@ -22,6 +23,8 @@ from django.db import IntegrityError, connection, transaction
 from ground import metrics
 from knowledge.counters import bump_counter
 from knowledge.models import ChannelState, MessageReceipt
+
+logger = logging.getLogger(__name__)
 
 # The webhook's admission, one statement: the gate (state, epoch, left, tombstone) under a share lock on the
 # channel row, and the receipt written only when the gate is open. set_config(..., true) lasts for this
@@ -45,18 +48,19 @@ _ADMIT = f"""WITH gate AS (
 SELECT gate.state, gate.epoch, gate.left_channel, gate.forgotten, EXISTS (SELECT 1 FROM receipt) FROM gate"""
 # On the webhook's own path the admission is a prepared statement, made once per connection (`_PREPARED`):
 # the server neither parses nor plans it again. It is executed in a simple query together with BEGIN (one
-# round trip), its arguments bound client-side like every Django query.
+# round trip), its arguments bound client-side (literals escaped by libpq) like every Django query.
 _ADMIT_ARGS = ("budget", "msg", "channel", "author", "sent_at", "queued", "active")
 _ADMIT_NAME = "jeeves_admit"
 _PREPARE_ADMIT = f"PREPARE {_ADMIT_NAME} AS " + re.sub(
     r"%\((\w+)\)s", lambda m: f"${_ADMIT_ARGS.index(m.group(1)) + 1}", _ADMIT
 )
-_BEGIN_AND_ADMIT = f"BEGIN; EXECUTE {_ADMIT_NAME}(" + ", ".join(f"%({a})s" for a in _ADMIT_ARGS) + ")"
 _PREPARED: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
 
 
 @contextmanager
-def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at: datetime) -> Iterator[tuple[str, int]]:
+def admit_message(
+    channel_id: str, wire_msg_id: str, *, author_id: str, sent_at: datetime, commit_unread: bool = False
+) -> Iterator[tuple[str, int]]:
     """Admit one message: yields (outcome, epoch) with outcome unknown | dropped | forgotten | duplicate | admitted.
 
     Holds a share lock on the channel row until the block ends, so a state change (an UPDATE)
@@ -67,12 +71,22 @@ def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at:
 
     Two round trips, this being the webhook's hot path: `BEGIN` and the admission statement in one simple
     query (the statement prepared once per connection, so the server neither parses nor plans it
-    again), then `COMMIT` or `ROLLBACK`. It runs on the connection's own
-    psycopg handle, not through a Django cursor, so nothing in the block may use the ORM (this
-    transaction is outside Django's bookkeeping), and Django's per-request health check (a `SELECT 1`
-    round trip before the first cursor) is not run: a kept connection found broken by the admission
-    itself (Postgres restarted since) is replaced and the admission sent once more, as nothing was
-    written on it. Inside a caller's transaction (a test's) it runs in a savepoint instead.
+    again), then `COMMIT` or `ROLLBACK`. It runs on the connection's own libpq handle (psycopg's
+    `pgconn`: the query's literals escaped by libpq, sent with `PQexec`; psycopg's cursor machinery
+    cost more CPU than the rest of the admission), not through a Django cursor, so nothing in the
+    block may use the ORM (this transaction is outside Django's bookkeeping), and Django's per-request
+    health check (a `SELECT 1` round trip before the first cursor) is not run: a kept connection found
+    broken by the admission itself (Postgres restarted since) is replaced and the admission sent once
+    more, as nothing was written on it. Inside a caller's transaction (a test's) it runs in a savepoint
+    instead.
+
+    `commit_unread` (the webhook's): an admitted message's `COMMIT` is sent but its answer not waited for;
+    `settle()` reads it, after the response has gone (Django's `request_finished`) or before the
+    connection's next admission, whichever comes first, and nothing else may use the connection
+    before then. The server runs the `COMMIT` as soon as it reads it, whoever waits: the share lock
+    lasts as long as before, and a state change waiting on it goes on as soon. A `COMMIT` that fails
+    after the answer (the connection lost in between) leaves what a web process that died after the
+    publish leaves: a task whose worker writes the receipt (`ensure_receipt`), so nothing is lost.
     """
     params = {
         "budget": str(int(settings.JEEVES.backend_timeout_s * 1000)),
@@ -89,14 +103,46 @@ def admit_message(channel_id: str, wire_msg_id: str, *, author_id: str, sent_at:
             yield _admission(cursor.fetchone())
         return
     with connection.wrap_database_errors:
+        settle()
         pg, row = _begin_and_admit(params)
+    admission = _admission(row)
     try:
-        yield _admission(row)
+        yield admission
     except BaseException:
         _rollback(pg)
         raise
     with connection.wrap_database_errors:
-        pg.execute("COMMIT")
+        if commit_unread and admission[0] == "admitted":
+            pg.pgconn.send_query(b"COMMIT")
+            _UNREAD.add(pg)
+        else:
+            _exec(pg, b"COMMIT", psycopg.pq.ExecStatus.COMMAND_OK)
+
+
+# Connections whose admission's COMMIT was sent and whose answer is not read yet (`admit_message(commit_unread=True)`).
+_UNREAD: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
+
+
+def settle(**_signal: object) -> None:
+    """Read the answer of this thread's connection's COMMIT left unread by `admit_message(commit_unread=True)`,
+    if any (a receiver of Django's `request_finished`, knowledge/apps.py). A failed one is logged (its type)."""
+    pg = connection.connection
+    if pg is None or pg not in _UNREAD:
+        return
+    _UNREAD.discard(pg)
+    failed = None
+    try:
+        while (result := pg.pgconn.get_result()) is not None:
+            if result.status != psycopg.pq.ExecStatus.COMMAND_OK and failed is None:
+                failed = psycopg.errors.error_from_result(result, encoding=pg.info.encoding)
+    except psycopg.Error as exc:
+        failed = exc
+    if failed is not None:
+        # After the publish: the classify worker writes the receipt (ensure_receipt); a broken connection is
+        # replaced by the next admission.
+        logger.warning(
+            "admission: COMMIT after the publish failed (%s); the worker writes the receipt", type(failed).__name__
+        )
 
 
 def _begin_and_admit(params: dict) -> tuple[psycopg.Connection, tuple | None]:
@@ -109,10 +155,11 @@ def _begin_and_admit(params: dict) -> tuple[psycopg.Connection, tuple | None]:
             if pg not in _PREPARED:  # this connection's first admission (a round trip of its own, once)
                 pg.execute(_PREPARE_ADMIT)
                 _PREPARED.add(pg)
-            cursor = psycopg.ClientCursor(pg)
-            cursor.execute(_BEGIN_AND_ADMIT, params)
-            cursor.nextset()  # past BEGIN's empty result
-            return pg, cursor.fetchone()
+            result = _exec(pg, _begin_and_admit_query(pg, params), psycopg.pq.ExecStatus.TUPLES_OK)
+            if not result.ntuples:
+                return pg, None
+            state, epoch, left, forgotten, written = (result.get_value(0, i) for i in range(5))
+            return pg, (state.decode(), int(epoch), left == b"t", forgotten == b"t", written == b"t")
         except psycopg.OperationalError:
             if attempt == 1 and kept and (pg.broken or pg.closed):
                 connection.close()  # a kept connection the server has dropped: connect afresh, once
@@ -123,6 +170,30 @@ def _begin_and_admit(params: dict) -> tuple[psycopg.Connection, tuple | None]:
             _rollback(pg)
             raise
     raise AssertionError("unreachable")
+
+
+def _begin_and_admit_query(pg: psycopg.Connection, params: dict) -> bytes:
+    """`BEGIN; EXECUTE jeeves_admit(...)` with the arguments as literals escaped by libpq for this connection."""
+    escape = psycopg.pq.Escaping(pg.pgconn).escape_literal
+    args = []
+    for name in _ADMIT_ARGS:
+        value = params[name]
+        if value is None:
+            args.append(b"NULL")
+        else:
+            args.append(escape((value.isoformat() if isinstance(value, datetime) else str(value)).encode()))
+    return b"BEGIN; EXECUTE " + _ADMIT_NAME.encode() + b"(" + b", ".join(args) + b")"
+
+
+def _exec(pg: psycopg.Connection, query: bytes, expected: psycopg.pq.ExecStatus) -> psycopg.pq.abc.PGresult:
+    """One simple query on the libpq connection (the result of its last statement), errors raised as psycopg's."""
+    result = pg.pgconn.exec_(query)
+    if result.status == expected:
+        return result
+    if pg.pgconn.status == psycopg.pq.ConnStatus.BAD:
+        message = pg.pgconn.get_error_message() or "the connection to the server was lost"
+        raise psycopg.OperationalError(message)
+    raise psycopg.errors.error_from_result(result, encoding=pg.info.encoding)
 
 
 def _rollback(pg: psycopg.Connection) -> None:

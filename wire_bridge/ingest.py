@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import weakref
 
 from celery import current_app
 from django.conf import settings
@@ -113,19 +114,15 @@ def _admit(event: TextMessage) -> str:
     """Admit, window, park and publish in the receipt's transaction; any failure rolls the receipt back."""
     cid = event.channel_id
     author = event.sender.qualified
-    with receipts.admit_message(cid, event.message_id, author_id=author, sent_at=event.timestamp) as (outcome, epoch):
+    # The COMMIT's answer is read after the response (receipts.settle): nothing below uses the connection.
+    with receipts.admit_message(
+        cid, event.message_id, author_id=author, sent_at=event.timestamp, commit_unread=True
+    ) as (outcome, epoch):
         if outcome != "admitted":
             return outcome
         # Still under the channel's share lock: a secure flush cannot run between these and the check.
         # A retry after a failed publish pushes the message again; window.read keeps one entry per id.
-        # Fairness: the channel's token bucket, on Redis' clock, gates the publish (`_publish_classify`).
-        cfg = settings.JEEVES
-        bucket = None
-        if cfg.channel_rate > 0:
-            bucket = broker.Gate(
-                _TOKEN_BUCKET, (keys.BUCKET.key(cid),), (cfg.channel_rate, cfg.channel_burst, keys.BUCKET.ttl_s())
-            )
-        # Window, claim check, the bucket and the publish in one Redis round trip.
+        # Window, claim check, the channel's token bucket and the publish in one Redis round trip.
         pipe = get_redis().pipeline(transaction=False)
         window.push(
             cid,
@@ -140,62 +137,70 @@ def _admit(event: TextMessage) -> str:
             pipe,
         )
         claimcheck.park(cid, event.message_id, event.text, pipe)
-        _publish_classify(event, epoch, pipe, bucket=bucket)  # executes the pipeline (and the publish)
+        _publish_classify(event, epoch, pipe)  # executes the pipeline (and the publish)
         return "queued"
 
 
-def _joins_pipeline(producer: object, pipe: Pipeline) -> bool:
-    """Whether a publish on `producer` can go on Jeeves' own Redis pipeline `pipe`: Jeeves' kombu channel
-    (ground/broker.py) on the pipeline's server and database, with no key prefix of its own."""
-    return broker.joins_pipelines(getattr(producer, "channel", None), pipe)
+# Per Redis connection pool: whether the classify task can be queued on the webhook's own pipeline
+# (`broker.joins_pipelines`: the broker is Jeeves' kombu transport on the same server and database). A process's
+# broker and Redis are fixed; a test that points them elsewhere replaces the pool too (tests/conftest.py).
+_joins: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
 
 
-def _publish_classify(event: TextMessage, epoch: int, pipe: Pipeline, bucket: broker.Gate | None = None) -> None:
+def _joins_pipeline(pipe: Pipeline) -> bool:
+    """Whether the classify task can go on Jeeves' own Redis pipeline `pipe` (found out once per pool)."""
+    pool = pipe.connection_pool
+    joins = _joins.get(pool)
+    if joins is None:
+        with current_app.producer_or_acquire() as producer:
+            joins = _joins[pool] = broker.joins_pipelines(getattr(producer, "channel", None), pipe)
+    return joins
+
+
+def _publish_classify(event: TextMessage, epoch: int, pipe: Pipeline) -> None:
     """Publish Tier 1 for an admitted message, before its receipt commits (see the module's docstring),
-    and execute `pipe`: the publish goes last on it when it can (`broker.publishing_on`), else the
-    publish follows the pipeline. Either way the text is parked before a worker can see the task.
+    and execute `pipe`: the task goes last on it when it can (`_joins_pipeline`), else the publish
+    follows the pipeline. Either way the text is parked before a worker can see the task.
 
-    With the channel's token `bucket`, the publish on the pipeline is an `EVAL` that takes a token and
-    pushes the task only when there was one, in the same round trip. A message over its channel's rate
-    is still published (then, on a round trip of its own), at the lowest priority (Redis serves the other
-    channels' messages first) and marked for the offline classifier (no model spend): a flooding channel
-    delays itself, not the others. The expiry allows for the clocks' tolerated skew (JEEVES_CLOCK_SKEW_S);
-    the text's own TTL, on Redis' clock, stays JEEVES_QUEUE_TTL_S.
+    On the pipeline the task is a `broker.TaskMessage`: the message Celery would queue, built without
+    Celery's per-call machinery. With the channel's token bucket (JEEVES_CHANNEL_RATE > 0) it is an
+    `EVAL` that takes a token and queues one of the message's two variants by the answer, in the same
+    round trip: within the rate, at the default priority; over it, at the lowest priority (Redis serves
+    the other channels' messages first) and marked for the offline classifier (no model spend): a
+    flooding channel delays itself, not the others. The expiry allows for the clocks' tolerated skew
+    (JEEVES_CLOCK_SKEW_S); the text's own TTL, on Redis' clock, stays JEEVES_QUEUE_TTL_S.
 
     The task carries the receipt's fields (ids and a timestamp, never text) so that the worker can
     write the receipt when the web process died before committing it.
     """
-    with current_app.producer_or_acquire() as producer:
-        if not _joins_pipeline(producer, pipe):
-            within_rate = 1
-            if bucket is not None:
-                within_rate = get_redis().eval(bucket.script, len(bucket.keys), *bucket.keys, *bucket.args)
-            pipe.execute()
-            classify_message.apply_async(producer=producer, **_classify_options(event, epoch, not within_rate))
-            return
-        # The variant published is the one the channel's last message needed (a flood stays over its rate): the
-        # bucket's answer queues it or holds it back, and when held back the other variant follows.
-        cid = event.channel_id
-        over_rate = bucket is not None and _over_rate_lately.get(cid, False)
-        gate = None if bucket is None else dataclasses.replace(bucket, passes_on=0 if over_rate else 1)
-        with broker.publishing_on(pipe, gate):
-            classify_message.apply_async(producer=producer, **_classify_options(event, epoch, over_rate))
-        answer = pipe.execute()[-1]
-        if gate is None:
-            return
-        if len(_over_rate_lately) >= _OVER_RATE_LATELY_MAX:
-            _over_rate_lately.clear()
-        _over_rate_lately[cid] = not answer
-        if answer != gate.passes_on:  # held back: the bucket's answer was the other one
-            classify_message.apply_async(producer=producer, **_classify_options(event, epoch, not answer))
+    cfg = settings.JEEVES
+    bucket = None
+    if cfg.channel_rate > 0:
+        bucket = broker.Gate(
+            _TOKEN_BUCKET,
+            (keys.BUCKET.key(event.channel_id),),
+            (cfg.channel_rate, cfg.channel_burst, keys.BUCKET.ttl_s()),
+        )
+    if not _joins_pipeline(pipe):
+        within_rate = 1
+        if bucket is not None:
+            within_rate = get_redis().eval(bucket.script, len(bucket.keys), *bucket.keys, *bucket.args)
+        pipe.execute()
+        classify_message.apply_async(**_classify_options(event, epoch, not within_rate))
+        return
+    within = _classify_message(event, epoch, over_rate=False)
+    if bucket is None:
+        pipe.lpush(within.list_key, within.payload)
+        pipe.execute()
+        within.announce()
+        return
+    over = _classify_message(event, epoch, over_rate=True)
+    bucket.push_one(pipe, within, over)
+    answer = pipe.execute()[-1]
+    (within if answer == 1 else over).announce()
 
 
-# Per process: whether each channel's last message was over its rate (the guess for its next one).
-_over_rate_lately: dict[str, bool] = {}
-_OVER_RATE_LATELY_MAX = 10_000
-
-
-def _classify_options(event: TextMessage, epoch: int, over_rate: bool) -> dict[str, object]:
+def _classify_kwargs(event: TextMessage, epoch: int, over_rate: bool) -> dict[str, object]:
     kwargs: dict[str, object] = {
         "channel_id": event.channel_id,
         "wire_msg_id": event.message_id,
@@ -203,13 +208,29 @@ def _classify_options(event: TextMessage, epoch: int, over_rate: bool) -> dict[s
         "author_id": event.sender.qualified,
         "sent_at": event.timestamp.isoformat(),
     }
-    options: dict[str, object] = {}
     if over_rate:
         kwargs["over_rate"] = True
-        options["priority"] = LOW_PRIORITY
+    return kwargs
+
+
+def _classify_message(event: TextMessage, epoch: int, over_rate: bool) -> broker.TaskMessage:
     cfg = settings.JEEVES
-    # The arguments' representation (what Flower shows) is given: ids only, and Celery's own saferepr of
-    # them cost about half of the publish's CPU on this hot path.
+    kwargs = _classify_kwargs(event, epoch, over_rate)
+    # The arguments' representation (what Flower shows) is given: ids only (Celery's own saferepr is slow).
+    return broker.TaskMessage.build(
+        classify_message,
+        kwargs,
+        kwargsrepr=repr(kwargs),
+        expires_s=cfg.queue_ttl_s + cfg.clock_skew_s,
+        priority=LOW_PRIORITY if over_rate else 0,
+    )
+
+
+def _classify_options(event: TextMessage, epoch: int, over_rate: bool) -> dict[str, object]:
+    """`apply_async`'s options for the same task, where it cannot join the pipeline."""
+    kwargs = _classify_kwargs(event, epoch, over_rate)
+    options: dict[str, object] = {"priority": LOW_PRIORITY} if over_rate else {}
+    cfg = settings.JEEVES
     # declare=[]: Celery would declare the queue (bind a copy of it to the channel, then find it declared)
     # on every publish; the publish goes to the queue's list by name and the workers declare their queues.
     options.update(

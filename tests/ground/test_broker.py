@@ -70,16 +70,66 @@ def test_a_pipeline_on_another_database_is_not_joined(url, redis_url):
     assert not broker.joins_pipelines(object(), other)  # another transport's channel
 
 
-def test_a_gated_publish_is_queued_only_when_its_gate_lets_it(url):
+def test_a_gate_queues_one_of_two_messages_by_its_answer(url):
     client = redis.Redis.from_url(url)
+
+    def message(n: int, list_key: str) -> broker.TaskMessage:
+        return broker.TaskMessage("t", "q", list_key, json.dumps({"n": n}), ())
+
+    for answer in (1, 0, 1):
+        pipe = client.pipeline(transaction=False)
+        gate = broker.Gate("redis.call('INCR', KEYS[1]) return tonumber(ARGV[1])", ("asked",), (answer,))
+        gate.push_one(pipe, message(answer, "passed"), message(10 + answer, "held"))
+        assert pipe.execute()[-1] == answer
+    assert client.get("asked") == b"3"  # the gate ran every time
+    assert [json.loads(m)["n"] for m in client.lrange("passed", 0, -1)] == [1, 1]
+    assert [json.loads(m)["n"] for m in client.lrange("held", 0, -1)] == [10]
+
+
+@pytest.mark.parametrize("priority", [0, 9])
+def test_a_task_message_built_here_is_the_one_celery_would_queue(url, priority):
+    """Field for field what `apply_async` queues through kombu's Redis channel for the same task and options,
+    but for its own ids and expiry time (a new uuid each, now + expires); a worker consumes it as usual."""
+    from datetime import UTC, datetime, timedelta
+
+    from celery import signals
+
+    from jeeves.celery import app
+    from pipeline.tasks import classify_message
+
+    kwargs = {"channel_id": "c@wire.example", "wire_msg_id": "m'1\\\"é", "epoch": 2, "author_id": "a@wire.example"}
+    options = {"expires": 65, "argsrepr": "()", "kwargsrepr": repr(kwargs), "declare": [], "priority": priority}
+    client = redis.Redis.from_url(url)
+    with Connection(url) as conn, app.producer_or_acquire(conn.Producer()) as producer:
+        classify_message.apply_async(kwargs=kwargs, producer=producer, **options)
+    [(list_key, raw)] = [(k, client.lpop(k)) for k in client.keys("classify*")]
+    celery_made = json.loads(raw)
+    built = broker.TaskMessage.build(classify_message, kwargs, kwargsrepr=repr(kwargs), expires_s=65, priority=priority)
+    assert built.list_key.encode() == list_key
+    mine = json.loads(built.payload)
+    for message in (celery_made, mine):
+        expires = datetime.fromisoformat(message["headers"].pop("expires"))
+        assert abs(expires - datetime.now(UTC) - timedelta(seconds=65)) < timedelta(seconds=5)
+        task_id = message["headers"].pop("id")
+        assert message["headers"].pop("root_id") == message["properties"].pop("correlation_id") == task_id
+        message["properties"].pop("delivery_tag")
+    assert mine == celery_made
+    assert json.loads(base64.b64decode(mine["body"]))[1] == kwargs
+
+    seen = []
+    signals.before_task_publish.connect(receiver := lambda **kw: seen.append(kw["headers"]["id"]), weak=False)
+    try:
+        built.announce()
+    finally:
+        signals.before_task_publish.disconnect(receiver)
+    assert seen == [json.loads(built.payload)["headers"]["id"]]
+
+
+@pytest.mark.parametrize("priority", [-1, 0, 1, 3, 5, 8, 9, 12])
+def test_queue_list_is_kombus_list_for_the_priority(url, priority):
+    from ground.queues import queue_list
+
     with Connection(url, transport=broker.Transport) as conn:
-        producer = conn.Producer()
-        for answer, passes_on in ((1, 1), (0, 1), (0, 0), (1, 0)):
-            pipe = client.pipeline(transaction=False)
-            gate = broker.Gate("redis.call('INCR', KEYS[1]) return tonumber(ARGV[1])", ("asked",), (answer,), passes_on)
-            with broker.publishing_on(pipe, gate):
-                producer.publish({"n": answer * 2 + passes_on}, exchange="", routing_key="q", serializer="json")
-            assert pipe.execute()[-1] == answer
-    assert client.get("asked") == b"4"  # the gate ran every time
-    queued = [json.loads(base64.b64decode(json.loads(m)["body"]))["n"] for m in client.lrange("q", 0, -1)]
-    assert sorted(queued) == [0, 3]  # answer 1 with passes_on 1, answer 0 with passes_on 0
+        channel = conn.default_channel
+        message = {"properties": {"priority": priority}}
+        assert queue_list("q", priority) == channel._q_for_pri("q", channel._get_message_priority(message))

@@ -86,7 +86,7 @@ def test_text_is_received_windowed_parked_and_classified(client, channel, publis
 def test_window_claim_check_and_publish_travel_in_one_redis_round_trip(client, channel, published, monkeypatch):
     """The classify task's LPUSH joins the pipeline of the window push and the claim check (after them, so
     a worker never sees a task whose text is not parked yet; ground/broker.py): one Redis round trip per
-    message, with the per-channel token bucket too (a message over the rate takes a second one)."""
+    message, with the per-channel token bucket too, over the rate as within it."""
     from redis.connection import AbstractConnection
 
     from ground import broker
@@ -105,21 +105,33 @@ def test_window_claim_check_and_publish_travel_in_one_redis_round_trip(client, c
 
     with celery_app.producer_or_acquire() as producer:
         assert isinstance(producer.channel, broker.Channel)
-        assert ingest._joins_pipeline(producer, get_redis().pipeline())
+    assert ingest._joins_pipeline(get_redis().pipeline())
     monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
     with override_settings(JEEVES=wire_config(channel_rate=0)):  # no per-channel bucket
         assert say(client, channel, "m1", "shall we retry three times").json() == {"status": "queued"}
     assert len(sent) == 1
     # With the bucket (the default) the publish is an EVAL that takes a token and pushes, on the same pipeline.
     assert say(client, channel, "m1b", "and once more with the bucket").json() == {"status": "queued"}
-    monkeypatch.undo()
     assert len(sent) == 2
-    assert [t["wire_msg_id"] for t in classify_tasks(published)] == ["m0", "m1", "m1b"]
-    assert [m.id for m in window.read(channel)] == ["m0", "m1", "m1b"]
+    # A message over its channel's rate is queued in the same round trip as one within it, at the lowest priority.
+    with override_settings(JEEVES=wire_config(channel_rate=0.001, channel_burst=1)):
+        assert say(client, channel, "m1c", "the last token").json() == {"status": "queued"}
+        assert say(client, channel, "m1d", "over the rate").json() == {"status": "queued"}
+    monkeypatch.undo()
+    assert len(sent) == 4
+    tasks = classify_tasks(published)
+    assert [(t["wire_msg_id"], t.get("over_rate", False)) for t in tasks] == [
+        ("m0", False),
+        ("m1", False),
+        ("m1b", False),
+        ("m1c", False),
+        ("m1d", True),
+    ]
+    assert [m.id for m in window.read(channel)] == ["m0", "m1", "m1b", "m1c", "m1d"]
     assert claimcheck.claim(claimcheck.key_for(channel, "m1")) == "shall we retry three times"
 
     # Where the producer cannot join the pipeline (another transport, a broker elsewhere), the publish follows it.
-    monkeypatch.setattr(ingest, "_joins_pipeline", lambda producer, pipe: False)
+    monkeypatch.setattr(ingest, "_joins_pipeline", lambda pipe: False)
     assert say(client, channel, "m2", "and again on a separate publish").json() == {"status": "queued"}
     assert [t["wire_msg_id"] for t in classify_tasks(published)][-1] == "m2"
     assert claimcheck.claim(claimcheck.key_for(channel, "m2")) == "and again on a separate publish"
@@ -136,18 +148,19 @@ def test_redelivery_creates_no_second_receipt_and_no_second_task(client, channel
 def test_a_failed_publish_keeps_no_receipt_so_the_retry_is_queued(client, channel, published, monkeypatch):
     """Accepted, then lost: the broker refuses the publish after the receipt was written. The receipt
     rolls back with it, the webhook answers 503, and Wire's retry is queued once (not a duplicate)."""
-    from pipeline.tasks import classify_message
+    import redis
+    from redis.client import Pipeline
 
-    real = classify_message.apply_async
+    real = Pipeline.execute
     calls = {"n": 0}
 
-    def refuse_once(*args, **kwargs):
+    def refuse_once(self, *args, **kwargs):  # the pipeline carrying the publish
         calls["n"] += 1
         if calls["n"] == 1:
-            raise ConnectionError("broker refused the publish")
-        return real(*args, **kwargs)
+            raise redis.ConnectionError("broker refused the publish")
+        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(classify_message, "apply_async", refuse_once)
+    monkeypatch.setattr(Pipeline, "execute", refuse_once)
     event = sidecar_text(channel, ALICE, "m1", "shall we retry three times")
     response = post(client, event)
     assert response.status_code == 503 and response["Retry-After"]
@@ -157,7 +170,7 @@ def test_a_failed_publish_keeps_no_receipt_so_the_retry_is_queued(client, channe
     assert post(client, event).json() == {"status": "duplicate"}
     assert MessageReceipt.objects.filter(channel_id=channel).count() == 1
     assert len(classify_tasks(published)) == 1
-    assert [m.id for m in window.read(channel)] == ["m1"]  # pushed twice, read once
+    assert [m.id for m in window.read(channel)] == ["m1"]
 
 
 def test_a_bridge_that_dies_after_the_publish_leaves_the_receipt_to_the_worker(client, channel, published, monkeypatch):
@@ -197,25 +210,25 @@ def test_on_its_own_the_admission_commits_after_the_publish_and_rolls_back_a_fai
     trip): the receipt is committed for everyone once published; a failed publish leaves no receipt and
     no transaction open."""
     import psycopg
+    import redis
     from django.db import connection
-
-    from pipeline.tasks import classify_message
+    from redis.client import Pipeline
 
     def committed() -> int:  # what another connection sees
         with psycopg.connect(**connection.get_connection_params()) as other:
             return other.execute("SELECT count(*) FROM message_receipts WHERE channel_id = %s", [channel]).fetchone()[0]
 
-    def refuse(*args, **kwargs):
-        raise ConnectionError("broker refused the publish")
+    def refuse(*args, **kwargs):  # the pipeline carrying the publish
+        raise redis.ConnectionError("broker refused the publish")
 
-    real = classify_message.apply_async
-    monkeypatch.setattr(classify_message, "apply_async", refuse)
+    real = Pipeline.execute
+    monkeypatch.setattr(Pipeline, "execute", refuse)
     event = sidecar_text(channel, ALICE, "m1", "shall we retry three times")
     assert post(client, event).status_code == 503
     assert committed() == 0 and classify_tasks(published) == []
     assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
-    monkeypatch.setattr(classify_message, "apply_async", real)
+    monkeypatch.setattr(Pipeline, "execute", real)
     assert post(client, event).json() == {"status": "queued"}
     assert committed() == 1
     assert post(client, event).json() == {"status": "duplicate"}
@@ -469,3 +482,34 @@ def test_leaving_with_no_grace_asks_for_the_purge_at_once(client, channel, publi
     post(client, sidecar_app_added(channel, [{"userId": ALICE, "role": "ADMIN"}]))
     post(client, {"type": "conversation_deleted", "conversationId": _q(channel)})  # the default grace: 7 days
     assert len([name for name, _ in published if name == "pipeline.tasks.purge_left_channels"]) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_its_own_the_admission_reads_its_commit_after_the_response(client, channel, published):
+    """An admitted message's COMMIT is sent before the answer and its answer read after it (Django's
+    request_finished), or else by the connection's next admission; a pause right after still holds."""
+    import psycopg
+    from django.core.signals import request_finished
+    from django.db import connection
+
+    from knowledge import receipts
+
+    def committed() -> int:  # what another connection sees
+        with psycopg.connect(**connection.get_connection_params()) as other:
+            return other.execute("SELECT count(*) FROM message_receipts WHERE channel_id = %s", [channel]).fetchone()[0]
+
+    assert say(client, channel, "m1", "read after the response").json() == {"status": "queued"}
+    assert connection.connection not in receipts._UNREAD and committed() == 1
+    request_finished.disconnect(dispatch_uid="knowledge.receipts.settle")
+    try:
+        assert say(client, channel, "m2", "left unread").json() == {"status": "queued"}
+        assert connection.connection in receipts._UNREAD
+        assert say(client, channel, "m3", "read by the next admission").json() == {"status": "queued"}
+        receipts.settle()
+    finally:
+        request_finished.connect(receipts.settle, dispatch_uid="knowledge.receipts.settle")
+    assert committed() == 3
+    assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert say(client, channel, "p1", "@jeeves pause", at_jeeves=True).json() == {"status": "command"}
+    assert say(client, channel, "m4", "while paused").json() == {"status": "dropped"}
+    assert [t["wire_msg_id"] for t in classify_tasks(published)] == ["m1", "m2", "m3"]

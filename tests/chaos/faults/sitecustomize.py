@@ -3,6 +3,8 @@
 JEEVES_CHAOS_PUBLISH_FAULT=refuse:N — every Nth publish of a classify task raises, as a broker refusing it;
 JEEVES_CHAOS_PUBLISH_FAULT=die:N    — every Nth publish goes through, then the process dies at once (before
                                       the receipt's commit), as a web host losing power at the worst moment.
+A publish is kombu's (`Producer.publish`) or, on the webhook's path, the Redis pipeline that queues the task
+(an LPUSH or a gated EVAL onto a classify list, wire_bridge/ingest.py).
 """
 
 import os
@@ -27,6 +29,31 @@ if _SPEC:
         return _real(self, body, routing_key, *args, **kwargs)
 
     kombu.messaging.Producer.publish = _publish
+
+    import redis.client
+
+    _real_execute = redis.client.Pipeline.execute
+
+    def _queues_classify(pipe) -> bool:
+        for args, _options in pipe.command_stack:
+            if args[0] == "LPUSH" and str(args[1]).startswith("classify"):
+                return True
+            if args[0] == "EVAL" and any(str(k).startswith("classify") for k in args[3 : 3 + int(args[2])]):
+                return True
+        return False
+
+    def _execute(self, *args, **kwargs):
+        if _queues_classify(self):
+            _count["n"] += 1
+            if _count["n"] % int(_every) == 0:
+                if _mode == "refuse":
+                    raise redis.ConnectionError("chaos: the broker refused the publish")
+                result = _real_execute(self, *args, **kwargs)
+                os._exit(1)
+                return result
+        return _real_execute(self, *args, **kwargs)
+
+    redis.client.Pipeline.execute = _execute
 
 # JEEVES_CHAOS_CLOCK_SHIFT_S=S — this process's clock runs S seconds ahead of everyone else's (time-machine
 # moves the C-level clock too), as a host whose NTP has drifted.
