@@ -17,15 +17,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field
 
 from ground.config import LOCAL_MODEL
 from knowledge.verbatim import MAX_RUN, longest_common_run
+from pipeline.staleness import channel_zone
 from retrieval.fusion import RecordKey
-from retrieval.pack import ContextPack, approx_date
+from retrieval.pack import ContextPack, local_date
 from retrieval.plan import QueryPlan, form_of
 from retrieval.records import Record
 from retrieval.relevance import citable
@@ -81,13 +81,11 @@ class _Speaker:
 
     def __init__(self, setting: Setting) -> None:
         self.setting = setting
-        self.tz = _zone(setting.timezone)
+        self.tz = channel_zone(setting.timezone)
         self.now = setting.now or datetime.now(self.tz)
 
     def date(self, moment: datetime | None) -> str:
-        if moment is None:
-            return "an unrecorded date"
-        return approx_date(moment.astimezone(self.tz), self.now.astimezone(self.tz))
+        return local_date(moment, self.tz, self.now)
 
     def ref(self, record: Record, *extra: str) -> str:
         """ " (DEC-0002, q2-budget, the 3rd of March)": the id, the channel when it is not the asker's."""
@@ -115,6 +113,14 @@ class _Speaker:
             return None
         return _clause(record.text.strip()[m.end() :])
 
+    def names_day(self, text: str, moment: datetime) -> bool:
+        """Whether `text` already says the day `moment` falls on here ("by Friday the 13th", "by 13 March",
+        "March 13"): the answer then does not say it twice."""
+        local = moment.astimezone(self.tz)
+        day, month = local.day, local.strftime("%b")
+        said = rf"\b{day}(?:st|nd|rd|th)\b|\b{day}\s+{month}|\b{month}\w*\.?\s+{day}\b"
+        return bool(re.search(said, text, re.IGNORECASE))
+
     def action(self, record: Record, form: str) -> str:
         owner = record.detail.get("owner_name")
         due = record.detail.get("deadline")
@@ -133,7 +139,7 @@ class _Speaker:
             return f"{'That is done: ' if form == 'status' else ''}{core}; {outcome}."
         if form == "when":
             return f"By {self.date(due)}: {core}." if due else f"No date was set: {core}."
-        when = f", by {self.date(due)}" if due else ""
+        when = f", by {self.date(due)}" if due and not self.names_day(record.text, due) else ""
         return f"{'That is still open: ' if form == 'status' else ''}{core}{when}."
 
     # ------------------------------------------------------------------ decisions
@@ -215,13 +221,6 @@ _ORIGINAL = re.compile(r"\b(original(ly)?|before|previous(ly)?|at first|used to|
 
 def asks_for_the_original(question: str) -> bool:
     return bool(_ORIGINAL.search(question))
-
-
-def _zone(name: str) -> ZoneInfo:
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC")
 
 
 def _chain(record: Record, candidates: Sequence[Record]) -> tuple[Record, Record] | None:

@@ -18,6 +18,7 @@ from django.db import connection
 from django.utils import timezone
 
 from ground import metrics
+from pipeline.staleness import channel_zone
 from retrieval import answer as answers
 from retrieval import parallel, paths, relevance
 from retrieval.config import RetrievalConfig
@@ -267,7 +268,7 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
     # The pack holds what settles the question, best first, and the entities around it for context.
     answering_keys = {r.key for r in answering}
     ranked = [r for r in ranked if r.key in answering_keys or r.type == "entity"]
-    pack = build_pack(question, ranked, cfg.context_tokens)
+    pack = build_pack(question, ranked, cfg.context_tokens, zone=channel_zone(scope.timezone))
     in_pack = [r for r in answering if r in pack.records]
     original = answers.asks_for_the_original(question)
     cited = answers.cite(in_pack, found.scores, margin=scorer.margin, original_first=original)

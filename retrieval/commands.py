@@ -15,9 +15,10 @@ from django.db import connection
 from django.utils import timezone
 
 from knowledge.models import ChannelConfig
+from pipeline.staleness import channel_zone
 from retrieval.answer import voice
 from retrieval.ask import ask
-from retrieval.pack import approx_date
+from retrieval.pack import local_date
 from retrieval.scope import RetrievalScope, UnknownChannel
 
 logger = logging.getLogger(__name__)
@@ -50,10 +51,11 @@ def list_decisions(channel_id: str, user_id: str) -> str:
     )
     if not rows:
         return "I'm afraid I have no decisions on record here as yet."
+    zone = channel_zone(scope.timezone)
     lines = ["The decisions currently in force, most recent first:"]
     for fid, summary, decided_at, channel_name in rows:
         where = f"{channel_name}, " if scope.personal else ""
-        lines.append(f"- {fid} ({where}around {approx_date(decided_at)}): {summary}")
+        lines.append(f"- {fid} ({where}around {local_date(decided_at, zone)}): {summary}")
     return voice("\n".join(lines))
 
 
@@ -71,9 +73,10 @@ def list_actions(channel_id: str, user_id: str, mine: bool) -> str:
     )
     if not rows:
         return "You have no open actions on record, I'm pleased to say." if mine else "There are no open actions."
+    zone = channel_zone(scope.timezone)
     lines = ["Your open actions:" if mine else "The open actions, by owner:"]
     for fid, description, owner, deadline in rows:
-        due = f", due {approx_date(deadline)}" if deadline else ", no deadline set"
+        due = f", due {local_date(deadline, zone)}" if deadline else ", no deadline set"
         who = "" if mine else f"{owner or 'unassigned'}: "
         lines.append(f"- {fid} {who}{description}{due}")
     return voice("\n".join(lines))
@@ -93,10 +96,11 @@ def channel_status(channel_id: str, user_id: str) -> str:
     decisions, actions, entities, last_summary = counts
     since = channel.state_changed_at or channel.joined_at
     state = {"active": "attending", "paused": "stepped out", "secure": "in secure mode"}[channel.state]
-    summary_text = f"the last summary covers up to {approx_date(last_summary)}" if last_summary else "no summary yet"
+    zone = channel_zone(channel.timezone)
+    covers = f"the last summary covers up to {local_date(last_summary, zone)}" if last_summary else "no summary yet"
     return voice(
-        f"I have been {state} here since {approx_date(since)}. On record: {decisions} decisions in force, "
-        f"{actions} open actions and {entities} people, services and topics; {summary_text}."
+        f"I have been {state} here since {local_date(since, zone)}. On record: {decisions} decisions in force, "
+        f"{actions} open actions and {entities} people, services and topics; {covers}."
     )
 
 
@@ -133,9 +137,10 @@ def catch_me_up(channel_id: str, user_id: str, command_msg_id: str = "") -> str:
             ORDER BY m.period_end DESC LIMIT 1""",
         params,
     )
+    zone = channel_zone(scope.timezone)
     if not (decisions or actions or summary):
-        return f"I'm afraid nothing of note has been recorded since {approx_date(since)}."
-    lines = [f"Since {approx_date(since)}, if I may:"]
+        return f"I'm afraid nothing of note has been recorded since {local_date(since, zone)}."
+    lines = [f"Since {local_date(since, zone)}, if I may:"]
     if summary:
         lines.append(summary[0][0])
     lines.extend(f"- Decided, {fid}: {text}" for fid, text in decisions)

@@ -18,7 +18,7 @@ from django.utils import timezone
 from knowledge import proactive
 from knowledge.models import ChannelConfig
 from retrieval.answer import voice
-from retrieval.pack import approx_date
+from retrieval.pack import local_date
 from retrieval.scope import RetrievalScope, UnknownChannel
 
 logger = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def build(scope: RetrievalScope, now: datetime | None = None) -> Digest:
     )
 
     def day(moment: datetime) -> str:
-        return approx_date(moment.astimezone(zone), now)
+        return local_date(moment, zone, now)
 
     def line(fid: str, text: str, channel: str, when: str | None) -> str:
         # In a 1:1 each line names its channel; in a group channel every line is that channel's.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 
 from retrieval.records import Record
@@ -55,8 +55,17 @@ def approx_date(moment: datetime | None, now: datetime | None = None) -> str:
     return spoken if moment.year == year else f"{spoken} {moment.year}"
 
 
-def render(record: Record) -> str:
-    where = f"{record.channel_name}, around {approx_date(record.occurred_at)}"
+def local_date(moment: datetime | None, zone: tzinfo, now: datetime | None = None) -> str:
+    """`approx_date` of the day `moment` falls on in `zone` (a channel's timezone): a deadline at the end of a
+    Friday in New York is that Friday, not the Saturday it already is in UTC."""
+    if moment is None:
+        return approx_date(None)
+    return approx_date(moment.astimezone(zone), (now or datetime.now(zone)).astimezone(zone))
+
+
+def render(record: Record, zone: tzinfo = UTC) -> str:
+    """One record as the model reads it, its dates in `zone` (the asking channel's timezone)."""
+    where = f"{record.channel_name}, around {local_date(record.occurred_at, zone)}"
     if record.type == "decision":
         line = f"[{record.cite_id}] ({where}; status {record.status}) {record.text}"
         if record.detail.get("rationale"):
@@ -67,7 +76,7 @@ def render(record: Record) -> str:
     if record.type == "action":
         owner = record.detail.get("owner_name") or "nobody named"
         due = record.detail.get("deadline")
-        due_text = f", due {approx_date(due)}" if due else ""
+        due_text = f", due {local_date(due, zone)}" if due else ""
         return f"[{record.cite_id}] ({where}; owner {owner}{due_text}; status {record.status}) {record.text}"
     if record.type == "summary":
         return f"[summary] ({where}; {record.status}) {record.text}"
@@ -85,6 +94,7 @@ class ContextPack:
     dropped: list[Record] = field(default_factory=list)
     ranked: list[Record] = field(default_factory=list)  # what was kept, in fused rank order
     tokens: int = 0
+    zone: tzinfo = UTC  # the asking channel's timezone: the dates the model reads are its days
 
     @property
     def records(self) -> list[Record]:
@@ -94,7 +104,7 @@ class ContextPack:
         sections = []
         for title, records in self.layers.items():
             if records:
-                sections.append(f"## {title}\n" + "\n".join(render(r) for r in records))
+                sections.append(f"## {title}\n" + "\n".join(render(r, self.zone) for r in records))
         sections.append(f"## User's Question\n{self.question}")
         return "\n\n".join(sections)
 
@@ -104,16 +114,18 @@ def build_pack(
     ranked: Sequence[Record],
     budget: int,
     counter: Callable[[str], int] = count_tokens,
+    zone: tzinfo = UTC,
 ) -> ContextPack:
-    """Fill the layers in priority order until the budget is reached; the rest (lowest priority) is left out."""
-    pack = ContextPack(question=question)
+    """Fill the layers in priority order until the budget is reached; the rest (lowest priority) is left out.
+    `zone`: the asking channel's timezone, for the dates the records are rendered with."""
+    pack = ContextPack(question=question, zone=zone)
     used = counter(pack.persona) + counter(f"## User's Question\n{question}")
     full = False
     for title, kinds in LAYERS:
         chosen: list[Record] = []
         header = counter(f"## {title}\n")
         for record in (r for r in ranked if r.type in kinds):
-            cost = counter(render(record)) + (0 if chosen else header)
+            cost = counter(render(record, zone)) + (0 if chosen else header)
             # Once one record does not fit, everything of lower priority stays out too.
             if not full and used + cost <= budget:
                 chosen.append(record)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 from retrieval.answer import (
     CONTRADICTION,
@@ -19,7 +20,7 @@ from retrieval.answer import (
     offline_answer,
     unchecked,
 )
-from retrieval.pack import ContextPack, approx_date
+from retrieval.pack import ContextPack, approx_date, render
 from retrieval.plan import QueryPlan
 from retrieval.records import Record
 
@@ -80,6 +81,23 @@ def test_who_is_answered_by_owner_and_deadline_in_the_first_sentence():
     first = first_sentence(text)
     assert first.startswith("Nadia Okafor is to move the invoice archive onto cold storage")
     assert "the 13th of March" in first and "ACT-0004" in first
+
+
+def test_a_deadline_the_task_already_names_is_not_said_twice():
+    named = dataclasses.replace(MIGRATE, text="Nadia to move the invoice archive onto cold storage by Friday the 13th")
+    text = answer("Who is moving the invoice archive?", [named])
+    assert first_sentence(text).startswith("Nadia Okafor is to move the invoice archive onto cold storage by Friday")
+    assert "the 13th of March" not in text and text.count("13th") == 1
+
+
+def test_dates_are_the_asking_channel_s_days():
+    """17:00 UTC on the 13th of March is already the 14th in Auckland: an answer there says the 14th, and so
+    does the pack the model reads."""
+    here = dataclasses.replace(HERE, timezone="Pacific/Auckland")
+    pack = ContextPack(question="Who is moving the invoice archive?", layers={"all": [MIGRATE]}, ranked=[MIGRATE])
+    assert "the 14th of March" in offline_answer(QueryPlan(), pack, [], [MIGRATE], here).text
+    assert "due the 14th of March" in render(MIGRATE, ZoneInfo("Pacific/Auckland"))
+    assert "due the 13th of March" in render(MIGRATE)
 
 
 def test_a_done_action_says_when_it_was_done():

@@ -110,3 +110,15 @@ def test_catch_me_up_in_a_quiet_channel():
     reply = commands.catch_me_up(ch.channel_id, alice, "cmd")
 
     assert reply == f"I'm afraid nothing of note has been recorded since {approx_date(f.NOW - timedelta(days=3))}."
+
+
+def test_lists_speak_the_channel_s_days_not_utc_s():
+    """A deadline at the end of a Tuesday in Chicago is already Wednesday in UTC: the list says Tuesday's date."""
+    alice = f.user()
+    ch = f.channel(name="field-ops")
+    ch.timezone = "America/Chicago"
+    ch.save(update_fields=["timezone"])
+    end_of_tuesday = timezone.datetime(2026, 4, 7, 23, 59, tzinfo=timezone.get_fixed_timezone(-5 * 60))
+    f.action(ch, "Recalibrate the pressure gauges", owner=alice, owner_name="Alice", deadline=end_of_tuesday)
+    reply = commands.list_actions(ch.channel_id, alice, mine=True)
+    assert "due the 7th of April" in reply and "8th of April" not in reply
