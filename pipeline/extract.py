@@ -92,7 +92,7 @@ def run(channel: ChannelConfig) -> RunReport:
             "extract",
             _messages(channel, ctx, win, set(pending_ids), prompt.text),
             ExtractResult,
-            lambda: offline.extract(win, ctx, set(pending_ids)),
+            lambda: offline.extract(_through_last(win, set(pending_ids)), ctx, set(pending_ids)),
             channel_id=channel.channel_id,
         )
     except (llm.SlotFailure, SoftTimeLimitExceeded) as exc:
@@ -111,6 +111,15 @@ def run(channel: ChannelConfig) -> RunReport:
         contradictions.queue_check(channel, written["decision"])
     _finish(channel.channel_id, pending_ids)
     return report
+
+
+def _through_last(win: list[WindowMessage], pending: set[str]) -> list[WindowMessage]:
+    """The window up to its last pending message: what the offline engine reads, as the model's prompt does
+    (`window.excerpt`). The messages after it are not classified yet and are the next run's: read now, they
+    joined records of this run as evidence that was never extracted, and the engine saw a different future
+    than it was fitted with (in process, `pipeline.offline.replay`, a burst never sees past itself)."""
+    last = max((k for k, m in enumerate(win) if m.id in pending), default=-1)
+    return win[: last + 1]
 
 
 # --------------------------------------------------------------------------- the prompt

@@ -59,9 +59,12 @@ _NEXT_WEEKDAY = re.compile(rf"\b(?:next {_WD}|{_WD} next week|end of next week|n
 _THIS_WEEK = re.compile(r"\b(?:this week|end of (?:the )?week|eow)\b")
 _END_OF_MONTH = re.compile(r"\b(?:end of (?:the )?month|eom|month[- ]end)\b")
 # "before the 14th", "before the review on the 14th", "ahead of go-live on 3 May": the day before.
-_BEFORE = r"\b(?:before|ahead of)(?: (?![\d])[\w'-]+){0,4}?(?: on| by)?"
+# The words between are not a month's name: "before April 10th" is the 9th of April, not of this month.
+_BEFORE = rf"\b(?:before|ahead of)(?: (?![\d]|{_MONTHS})[\w'-]+){{0,4}}?(?: on| by)?"
 _BEFORE_ORD = re.compile(rf"{_BEFORE} (?:the )?{_ORD}\b")
-_BEFORE_DATE = re.compile(rf"{_BEFORE} (?:the )?({_MONTHS} \d{{1,2}}|\d{{1,2}} {_MONTHS})\b")
+_BEFORE_DATE = re.compile(
+    rf"{_BEFORE} (?:the )?({_MONTHS} \d{{1,2}}(?:st|nd|rd|th)?|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTHS})\b"
+)
 _BEFORE_THEN = re.compile(r"\b(?:before|ahead of) (?:then|that)\b")
 _EXPLICIT = re.compile(
     rf"\b(?:{_WD},? )?(?:the )?({_MONTHS} \d{{1,2}}(?:st|nd|rd|th)?(?!\d)|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTHS})"

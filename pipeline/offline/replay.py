@@ -23,7 +23,7 @@ from pipeline.offline import model, restate
 from pipeline.offline.classify import classify
 from pipeline.offline.corpus import Conversation
 from pipeline.offline.extract import extract
-from pipeline.schemas import ExtractResult
+from pipeline.schemas import ExtractedAction, ExtractResult
 
 WINDOW = 30
 BATCH = 10
@@ -49,7 +49,11 @@ def run(conv: Conversation, engine: model.Engine, *, labels: bool = True) -> Rep
         if pending:
             result = extract(list(window), conv.ctx, set(pending), engine=engine)
             for kind in found:
-                found[kind].extend(getattr(result, kind))
+                if kind == "actions":
+                    for action in result.actions:
+                        _store_action(found["actions"], action, set(pending))
+                else:
+                    found[kind].extend(getattr(result, kind))
         pending, countdown = [], None
 
     heard = {m.id for m in conv.heard}
@@ -77,15 +81,42 @@ def run(conv: Conversation, engine: model.Engine, *, labels: bool = True) -> Rep
     return out
 
 
+def _store_action(stored: list[ExtractedAction], action: ExtractedAction, pending: set[str]) -> None:
+    """As `knowledge.records.record_action` stores it: an action resting on messages an earlier burst
+    extracted continues the first stored action resting on one of them (its messages joined, its deadline
+    replaced when the new one states one, done once reported done, an owner when it had none); else it is new."""
+    earlier = {i for i in action.source_msg_ids if i not in pending}
+    existing = next((a for a in stored if earlier & set(a.source_msg_ids)), None) if earlier else None
+    if existing is None:
+        stored.append(action)
+        return
+    existing.source_msg_ids = list(dict.fromkeys([*existing.source_msg_ids, *action.source_msg_ids]))
+    if action.status == "done":
+        existing.status = "done"
+    if action.deadline is not None:
+        existing.deadline = action.deadline
+    if action.owner_id and not existing.owner_id:
+        existing.owner_id = action.owner_id
+
+
 def match(predicted: list[set[str]], gold: list[set[str]]) -> list[tuple[int, int]]:
-    """Greedy one-to-one matching, largest overlap first."""
+    """Greedy one-to-one matching, largest overlap first; of pairs with the same overlap, the one whose evidence
+    is most alike (the larger share of their messages in common) first, then the earlier record and gold item.
+    `jeeves eval` matches what the real pipeline stored with this function, so a record on the messages of two
+    gold actions is scored against the same one in process and through the stack."""
     pairs = sorted(
-        ((len(p & g), i, j) for i, p in enumerate(predicted) for j, g in enumerate(gold) if p & g), reverse=True
+        (
+            (len(p & g), -len(p & g) / len(p | g), i, j)
+            for i, p in enumerate(predicted)
+            for j, g in enumerate(gold)
+            if p & g
+        ),
+        key=lambda t: (-t[0], t[1], t[2], t[3]),
     )
     used_p: set[int] = set()
     used_g: set[int] = set()
     matches = []
-    for _, i, j in pairs:
+    for _, _, i, j in pairs:
         if i not in used_p and j not in used_g:
             used_p.add(i)
             used_g.add(j)

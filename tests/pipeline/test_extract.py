@@ -391,3 +391,43 @@ def test_tier_one_and_tier_two_write_one_signal_per_message(jeeves_settings, red
     resting_on = Counter(tuple(s.source_ref["wire_msg_ids"]) for s in signals)
     assert tier_one and resting_on
     assert [ids for ids, n in resting_on.items() if n > 1] == []
+
+
+def test_the_offline_engine_reads_up_to_the_last_classified_message_and_a_later_move_continues_the_action(
+    jeeves_settings, redis_client
+):
+    """The offline engine sees what the model's prompt would: nothing after the last pending message (not
+    classified yet, the next run's). The owner's date in the next run updates the action stored before."""
+    from pipeline.members import Member
+
+    ana, ben = (f"{uuid.uuid4()}@wire.example" for _ in range(2))
+    channel = ChannelConfig.objects.create(
+        channel_id=f"{uuid.uuid4()}@wire.example", organisation_id="wire.example", timezone="Europe/London"
+    )
+    members.replace_all(
+        channel.channel_id, [Member(ana, name="Ana Lopez", handle="ana"), Member(ben, name="Ben Okafor", handle="ben")]
+    )
+    said = [
+        ("r1", ana, "the loading bay lights flicker again and the electrician wants the floor plan", []),
+        ("r2", ana, "@ben can you send the electrician the floor plan of the loading bay?", [ben]),
+        ("r3", ben, "sorry, that slips to Thursday", []),
+    ]
+    at = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)  # a Monday
+    for n, (wire_msg_id, author, text, mentions) in enumerate(said):
+        sent = at.replace(minute=n)
+        receipts.record_receipt(channel.channel_id, wire_msg_id, author_id=author, sent_at=sent)
+        window.push(channel.channel_id, window.WindowMessage(wire_msg_id, author, sent, text, mentions))
+    for wire_msg_id in ("r1", "r2"):  # the reply is in the window, still being classified
+        receipts.mark_receipt(channel.channel_id, wire_msg_id, outcome="pending_extract", tier=1)
+        debounce.note_classified(channel.channel_id, wire_msg_id)
+
+    extract.run(channel)
+    [action] = Action.objects.filter(channel=channel)
+    assert action.source_ref["wire_msg_ids"] == ["r2"] and action.deadline is None and action.owner_id == ben
+
+    receipts.mark_receipt(channel.channel_id, "r3", outcome="pending_extract", tier=1)
+    debounce.note_classified(channel.channel_id, "r3")
+    extract.run(channel)
+    [action] = Action.objects.filter(channel=channel)
+    assert action.source_ref["wire_msg_ids"] == ["r2", "r3"]
+    assert action.deadline.date().isoformat() == "2026-05-07"

@@ -220,6 +220,7 @@ def test_an_expired_claim_check_is_dropped_and_counted(pipeline_worker, jeeves_c
 def test_dev_set_through_the_real_pipeline(live_server, pipeline_worker, jeeves_cfg, tmp_path):
     """The README figures: every dev conversation replayed through bridge → worker → Postgres, scored."""
     result = _replay(evalset.EVALSET_DEV, live_server.url)
+    Path("/tmp/jeeves-dev-replay.json").write_text(json.dumps(result, indent=1, default=str))
     convs = {c["id"]: c for c in (evalset.load(p.stem) for p in sorted(evalset.EVALSET_DEV.glob("conv-*.json")))}
     report = eval_cli.score({c["conversation"]: (convs[c["conversation"]], c) for c in result["channels"]})
     rows, probes, report["answers"] = eval_cli.answers(evalset.EVALSET_DEV, convs)

@@ -97,22 +97,11 @@ def _ids(record: dict) -> set[str]:
 
 
 def match(predicted: list[dict], gold: list[dict]) -> list[tuple[int, int]]:
-    """Greedy matching, largest evidence overlap first; each side used at most once."""
-    pairs = []
-    for i, p in enumerate(predicted):
-        for j, g in enumerate(gold):
-            overlap = len(_ids(p) & set(g["evidence"]))
-            if overlap:
-                pairs.append((overlap, i, j))
-    used_p: set[int] = set()
-    used_g: set[int] = set()
-    matched = []
-    for _, i, j in sorted(pairs, key=lambda t: (-t[0], t[1], t[2])):
-        if i not in used_p and j not in used_g:
-            used_p.add(i)
-            used_g.add(j)
-            matched.append((i, j))
-    return matched
+    """Greedy matching by evidence overlap, each side used at most once: the rule of the in-process
+    figures (`pipeline.offline.replay.match`), so both score the same records against the same gold."""
+    from pipeline.offline.replay import match as match_evidence
+
+    return match_evidence([_ids(p) for p in predicted], [set(g["evidence"]) for g in gold])
 
 
 def _bare(user_id: str | None) -> str | None:

@@ -36,6 +36,9 @@ MONDAY = date(2026, 3, 2)
         ("ahead of the 9 April audit", date(2026, 4, 8)),
         ("sign-off before the launch on the 11th", date(2026, 3, 10)),
         ("until Apr 16 for the page", date(2026, 4, 16)),
+        # A month named between "before" and the day is that month's day, not this month's.
+        ("hoping to wrap the audit trail up before June 5th", date(2026, 6, 4)),
+        ("the banners printed well before the 3rd of April", date(2026, 4, 2)),
         ("by end of month", date(2026, 3, 31)),
         # A time of day after (or before) a day belongs to that day.
         ("the slides by Thursday EOD please", date(2026, 3, 5)),

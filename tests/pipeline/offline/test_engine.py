@@ -304,3 +304,41 @@ def test_a_date_elsewhere_in_a_request_is_not_its_deadline_unless_said_as_one() 
     )
     [action] = [a for a in extract(msgs, CTX).actions if "m1" in a.source_msg_ids]
     assert action.deadline == date(2026, 5, 22)
+
+
+def test_a_date_the_owner_moves_in_a_later_burst_continues_the_stored_action() -> None:
+    msgs = window(
+        (ANA, "the loading bay lights flicker again and the electrician wants the floor plan"),
+        (ANA, "@ben can you send the electrician the floor plan of the loading bay?"),
+        (BEN, "sorry, that slips to Thursday"),
+    )
+    first = [a for a in extract(msgs[:2], CTX, pending_ids={"m1", "m2"}).actions if "m2" in a.source_msg_ids]
+    assert [a.deadline for a in first] == [None]
+    # The reply comes in the next burst: the action again, resting on both messages, with the reply's date.
+    [later] = [a for a in extract(msgs, CTX, pending_ids={"m3"}).actions if "m2" in a.source_msg_ids]
+    assert later.source_msg_ids == ["m2", "m3"] and later.owner_id == BEN.user_id
+    assert later.deadline == date(2026, 5, 7)
+
+
+def test_the_simulator_stores_a_continuation_as_the_store_does() -> None:
+    from pipeline.offline.replay import _store_action
+    from pipeline.schemas import ExtractedAction
+
+    stored: list[ExtractedAction] = []
+    _store_action(
+        stored, ExtractedAction(description="Ben to send the plan.", source_msg_ids=["m2"], confidence=0.9), {"m2"}
+    )
+    again = ExtractedAction(
+        description="Ben to send the plan.",
+        owner_id=BEN.user_id,
+        deadline=date(2026, 5, 7),
+        source_msg_ids=["m2", "m3"],
+        confidence=0.9,
+        status="done",
+    )
+    _store_action(stored, again, {"m3"})
+    [action] = stored
+    assert action.source_msg_ids == ["m2", "m3"] and action.deadline == date(2026, 5, 7)
+    assert action.status == "done" and action.owner_id == BEN.user_id
+    _store_action(stored, ExtractedAction(description="Cara to call.", source_msg_ids=["m5"], confidence=0.9), {"m5"})
+    assert len(stored) == 2  # resting on no message extracted before: a new action
