@@ -297,6 +297,14 @@ def _task_part(w: _Window, record: _Record) -> tuple[str | None, bool]:
     return None, False
 
 
+# A report that something is done: a check mark, or a message opening on a participle of completion.
+_REPORTS_DONE = re.compile(
+    r"[\u2705\u2714]|^\W*(?:all\s+)?(?:done|sent|merged|shipped|published|submitted|signed|deployed|fixed|finished"
+    r"|completed|delivered|booked|posted|uploaded|released)\b(?!\s+(?:by|before|on|for)\b)",
+    re.IGNORECASE,
+)
+
+
 def _deadline(w: _Window, record: _Record):
     return _dated(w, record)[0]
 
@@ -322,6 +330,8 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
             )
         elif message.author_id not in people:
             continue
+        elif _REPORTS_DONE.search(message.text) and "?" not in message.text:
+            break  # "Sent.", "slides published ✅": what happened; the done head does not always say so
         elif w.words(i) <= params["ack_words"]:
             said = deadlines.resolve(message.text, today)
         elif w.cosine(i, record.anchor) < params["done_cosine"]:

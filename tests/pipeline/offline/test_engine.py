@@ -342,3 +342,13 @@ def test_the_simulator_stores_a_continuation_as_the_store_does() -> None:
     assert action.status == "done" and action.owner_id == BEN.user_id
     _store_action(stored, ExtractedAction(description="Cara to call.", source_msg_ids=["m5"], confidence=0.9), {"m5"})
     assert len(stored) == 2  # resting on no message extracted before: a new action
+
+
+def test_a_done_report_dates_what_happened_not_the_deadline() -> None:
+    msgs = window(
+        (ANA, "@ben can you mail the signed lease back to the landlord by Friday?"),
+        (BEN, "Posted ✅ the landlord countersigns it next Tuesday"),
+    )
+    [action] = [a for a in extract(msgs, CTX).actions if "m1" in a.source_msg_ids]
+    assert action.owner_id == BEN.user_id
+    assert action.deadline == date(2026, 5, 8)
