@@ -315,17 +315,12 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def measure(data: dict[str, object], n_queries: int) -> dict[str, float]:
+def _questions(data: dict[str, object], n_queries: int) -> list[tuple[str, str, str, str, list[float]]]:
+    """(channel, organisation, user, question, query vector) of the timed questions."""
     import numpy as np
-    from django.db import connection
-
-    from retrieval.ask import retrieve
-    from retrieval.config import RetrievalConfig
-    from retrieval.scope import RetrievalScope
 
     rnd = random.Random(9)
     qrng = np.random.default_rng(SEED + 1)  # query vectors: same on a fresh or a reused database
-    cfg = RetrievalConfig.from_settings()
     channels, users = data["channels"], data["users"]
     templates = [
         "What did we decide about the {a} {b}?",
@@ -340,6 +335,18 @@ def measure(data: dict[str, object], n_queries: int) -> dict[str, float]:
         q = rnd.choice(templates).format(a=rnd.choice(WORDS), b=rnd.choice(WORDS))
         vec = _vectors(qrng, data["centres"], 1)[0]
         questions.append((cid, org, rnd.choice(users[org]), q, [float(x) for x in vec]))
+    return questions
+
+
+def measure(data: dict[str, object], n_queries: int) -> dict[str, float]:
+    from django.db import connection
+
+    from retrieval.ask import retrieve
+    from retrieval.config import RetrievalConfig
+    from retrieval.scope import RetrievalScope
+
+    cfg = RetrievalConfig.from_settings()
+    questions = _questions(data, n_queries)
     from pipeline import embedder
 
     # Warm-up: imports, caches and the first plans are not the steady state.
@@ -382,6 +389,59 @@ def measure(data: dict[str, object], n_queries: int) -> dict[str, float]:
     }
 
 
+def compare_plans(data: dict[str, object], n_queries: int) -> None:
+    """Each question twice, the order alternating: the small statements prepared and run with their generic plans
+    (`paths.generic_keys`, as the code runs), and planned on every run (the code before): same process, pool and
+    server, so the machine's load falls on both alike."""
+    from django.db import connection
+
+    from retrieval import paths
+    from retrieval.ask import retrieve
+    from retrieval.config import RetrievalConfig
+    from retrieval.scope import RetrievalScope
+
+    cfg = RetrievalConfig.from_settings()
+    questions = _questions(data, n_queries)
+    real, use_generic = paths._fetch, [True]
+
+    def fetch(sql: str, params: dict[str, object], *, generic: bool = False) -> list[tuple]:
+        return real(sql, params, generic=generic and use_generic[0])
+
+    paths._fetch = fetch
+    times: dict[bool, list[float]] = {True: [], False: []}
+    bare, same = [], 0
+    try:
+        for i, (cid, _org, user, q, vec) in enumerate(questions[:10] * 2 + questions):
+            scope, found = RetrievalScope.for_asker(cid, user), {}
+            for mode in (True, False) if i % 2 == 0 else (False, True):
+                use_generic[0] = mode
+                t = time.perf_counter()
+                r = retrieve(q, scope, cfg, query_vector=vec)
+                if i >= 20:
+                    times[mode].append((time.perf_counter() - t) * 1000)
+                found[mode] = ([f.key for f in r.fused], r.path_hits)
+            if i < 20:
+                continue
+            same += found[True] == found[False]
+            t = time.perf_counter()
+            with connection.cursor() as cur:
+                literal = "[" + ",".join(f"{x:.6f}" for x in vec) + "]"
+                cur.execute("SELECT id FROM embeddings ORDER BY embedding <=> %s::vector LIMIT 10", [literal])
+                cur.fetchall()
+            bare.append((time.perf_counter() - t) * 1000)
+    finally:
+        paths._fetch = real
+    diff = statistics.median(a - b for a, b in zip(times[True], times[False], strict=True))
+    print(f"\ngeneric plans against planned every time, {n_queries} questions each way (interleaved):")
+    for mode, name in ((True, "generic plans"), (False, "planned every time")):
+        p50, p95 = pct(times[mode], 50), pct(times[mode], 95)
+        print(f"  {name}: step p50 {p50:.1f} ms   p95 {p95:.1f} ms   ratio p95/bare p95 {p95 / pct(bare, 95):.1f}x")
+    print(
+        f"  bare HNSW top-10 p50 {pct(bare, 50):.1f} ms   p95 {pct(bare, 95):.1f} ms; per question, generic - planned:"
+    )
+    print(f"  median {diff:+.2f} ms; the same fused records and path hits both ways: {same}/{n_queries}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10x smaller data (CI)")
@@ -390,6 +450,11 @@ def main() -> None:
     parser.add_argument("--pgdata", type=Path, default=None, help="embedded server directory kept with --reuse")
     parser.add_argument(
         "--prewarm", action="store_true", help="pg_prewarm the searched tables and indexes first (both queries)"
+    )
+    parser.add_argument(
+        "--compare-plans",
+        action="store_true",
+        help="instead: each question with generic plans and planned every time, interleaved (retrieval.paths)",
     )
     args = parser.parse_args()
     # A SIGTERM ends it like Ctrl-C, so the finally below stops the embedded Postgres it started.
@@ -435,6 +500,9 @@ def main() -> None:
             mark_complete(n_channels, n_records, n_embeddings)
         if args.prewarm:
             print(f"  prewarmed {prewarm():.1f} s")
+        if args.compare_plans:
+            compare_plans(data, args.queries)
+            return
         r = measure(data, args.queries)
         print(f"\nretrieval step (plan -> 5 paths -> fusion), {args.queries} questions:")
         print(f"  p50 {r['step_p50']:.1f} ms   p95 {r['step_p95']:.1f} ms", end="   ")

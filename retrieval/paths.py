@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import psycopg
 from django.db import connection, transaction
 
 from retrieval.config import RetrievalConfig
@@ -27,7 +28,13 @@ from retrieval.scope import RetrievalScope
 logger = logging.getLogger(__name__)
 
 
-def _fetch(sql: str, params: dict[str, object]) -> list[tuple]:
+def _fetch(sql: str, params: dict[str, object], *, generic: bool = False) -> list[tuple]:
+    """The statement's rows. `generic`, on a retrieval pool connection: a server-side prepared statement run
+    with its generic plan (planned once per connection); elsewhere, or without it, planned on every run."""
+    if generic and _session_configured():
+        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cur:
+            cur.execute(sql, params, prepare=True)
+            return cur.fetchall()
     with connection.cursor() as cur:
         cur.execute(sql, params)
         return cur.fetchall()
@@ -36,6 +43,11 @@ def _fetch(sql: str, params: dict[str, object]) -> list[tuple]:
 def keys(sql: str, params: dict[str, object], kinds: Iterable[str] = ()) -> list[RecordKey]:
     """The keys of a path's statement (its rows start with type and id), best first."""
     return [(row[0], row[1]) for row in _fetch(sql, params)]
+
+
+def generic_keys(sql: str, params: dict[str, object], kinds: Iterable[str] = ()) -> list[RecordKey]:
+    """`keys`, the statement prepared and run with its generic plan (see `configure_session`)."""
+    return [(row[0], row[1]) for row in _fetch(sql, params, generic=True)]
 
 
 Fetch = Callable[..., list[RecordKey]]  # (sql, params, kinds) -> keys: `keys`, or records.Hydrator.fetch
@@ -102,7 +114,9 @@ def _listed(table: _Listed, scoped: str, plan: QueryPlan, *, by_tags: bool) -> s
     )
 
 
-def structured(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: Fetch = keys) -> list[RecordKey]:
+def structured(
+    plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: Fetch = generic_keys
+) -> list[RecordKey]:
     """Filters, not words: runs only when the plan names an id, an owner, a status, a type, a date or a tag."""
     params: dict[str, object] = {
         **scope.params(),
@@ -152,13 +166,25 @@ def hnsw_settings(cfg: RetrievalConfig, *, local: bool) -> tuple[str, dict[str, 
     return sql, {"local": local, "ef": str(int(cfg.hnsw_ef_search)), "max_scan": str(int(cfg.hnsw_max_scan_tuples))}
 
 
+# Statements whose generic plan was checked to keep the custom plans' shape (the same indexes, no slower):
+# the structured, graph and summary paths and the hydration of every kind but entities. A custom plan of each
+# costs 0.1-1 ms to make at 100k (as much as running the small ones; more on a loaded machine). Not the full-text
+# path (its custom plan folds the words' tsqueries, and starts from the scope or the GIN index by how common
+# they are: generic, 2x slower to run), not the semantic path (a generic plan is made for an average scope and
+# sorts it exactly; a large channel would lose the HNSW walk a custom plan can choose), not the entities'
+# hydration (generic, 30x slower: its relations' subquery).
+_PREPARE_NEVER_BY_COUNT = 2**31 - 1  # psycopg prepares only the statements run with prepare=True
+
+
 def configure_session(cfg: RetrievalConfig) -> None:
-    """Give this thread's connection the HNSW settings for its session (a connection only retrieval uses)."""
+    """Give this thread's connection the HNSW settings for its session (a connection only retrieval uses),
+    and generic plans for its prepared statements (`generic_keys`; `plan_cache_mode` touches no other)."""
     raw = connection.connection
     if raw is not None and getattr(_configured, "raw", None) is raw:
         return
     sql, params = hnsw_settings(cfg, local=False)
-    _fetch(sql, params)
+    _fetch(sql + ", set_config('plan_cache_mode', 'force_generic_plan', false)", params)
+    connection.connection.prepare_threshold = _PREPARE_NEVER_BY_COUNT
     _configured.raw = connection.connection
 
 
@@ -327,7 +353,7 @@ def fulltext(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch
 # --------------------------------------------------------------------------- graph
 
 
-def graph(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: Fetch = keys) -> list[RecordKey]:
+def graph(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: Fetch = generic_keys) -> list[RecordKey]:
     """BFS from the plan's entities over relationships (every hop stays in scope), nearest first.
 
     Returns the entities reached, and after them the records that name a reached neighbour, so
@@ -399,7 +425,9 @@ def graph(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: F
 # --------------------------------------------------------------------------- summary
 
 
-def summary(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: Fetch = keys) -> list[RecordKey]:
+def summary(
+    plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: Fetch = generic_keys
+) -> list[RecordKey]:
     """Rolling summaries overlapping the plan's time range, most overlapping first; else those on topic."""
     params: dict[str, object] = {**scope.params(), "k": cfg.k["summary"], "kws": plan.keywords}
     if plan.time_range is not None:

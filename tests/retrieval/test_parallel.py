@@ -101,3 +101,35 @@ def test_the_offline_plans_accounting_row_is_written_beside_the_paths(channel_wo
     with transaction.atomic():
         retrieve("What is blocking the release-train?", scope, cfg)
     assert rows.count() == 2
+
+
+def test_pool_connections_run_the_small_paths_with_generic_plans(channel_world):
+    """On retrieval's own connections the structured, graph and summary paths and the hydration (but for
+    entities) are prepared statements run with their generic plan: planned once per connection, not per question.
+    The full-text and semantic paths are planned for their words and their scope every time."""
+    ch, _other, alice = channel_world
+    scope = RetrievalScope.for_asker(ch.channel_id, alice)
+    cfg = dataclasses.replace(RetrievalConfig.from_settings(), path_threads=1)
+    parallel.close()  # one pool thread: every statement on the same connection
+    question = "What is blocking the release-train in the last week?"
+    first = retrieve(question, scope, cfg)
+    again = retrieve(question, scope, cfg)
+    assert [h.key for h in first.fused] == [h.key for h in again.fused]
+    (wrapper,) = parallel._connections
+    wrapper.inc_thread_sharing()
+    try:
+        with wrapper.cursor() as cur:
+            cur.execute("SHOW plan_cache_mode")
+            assert cur.fetchone()[0] == "force_generic_plan"
+            cur.execute("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements")
+            prepared = cur.fetchall()
+    finally:
+        wrapper.dec_thread_sharing()
+    assert prepared, "no prepared statement on the pool connection"
+    assert all(custom == 0 and generic >= 1 for _sql, generic, custom in prepared)
+    statements = " ".join(sql for sql, _g, _c in prepared)
+    assert "entity_relationships" in statements  # the graph path
+    assert not any(sql.lstrip().startswith("WITH q AS MATERIALIZED") for sql, _g, _c in prepared)  # full text
+    assert not any("embedding <=>" in sql and "scoped AS MATERIALIZED" in sql for sql, _g, _c in prepared)
+    assert not any("FROM hits h JOIN entities" in sql for sql, _g, _c in prepared)
+    parallel.close()
