@@ -362,6 +362,30 @@ def _compress(tokens: list[str], fits: Callable[[list[str]], bool]) -> list[str]
     return tokens
 
 
+# Words that open a clause of its own (a reason, a consequence, an aside); "and", "but" and a comma join
+# parts of one statement too often ("tight but doable", "smoke, med admin and discharge") to end a record at.
+_CLAUSE_OPENERS = frozenset("so because since which although though unless whereas otherwise".split())
+_CLAUSE_KEPT = 0.6  # a cut backs off to a clause's end only when that keeps this share of what fitted
+
+
+def _clause_end(kept: list[str], rest: list[str]) -> list[str]:
+    """`kept`, the words that fitted when the words `rest` were cut after them, ended where a clause ends (a
+    semicolon, a dash, or before a word that opens a clause of its own) when the cut fell inside
+    one: "keeps 14 days" rather than "keeps 14 days so you"; unchanged when that would keep too little."""
+
+    def ends_clause(i: int) -> bool:  # does a clause end after kept[:i]?
+        nxt = kept[i] if i < len(kept) else (rest[0] if rest else "")
+        return bool(re.search(r"[;\u2013\u2014]$", kept[i - 1])) or nxt.casefold() in _CLAUSE_OPENERS
+
+    if not rest or ends_clause(len(kept)):
+        return kept
+    least = max(3, math.ceil(len(kept) * _CLAUSE_KEPT))
+    for i in range(len(kept) - 1, least - 1, -1):
+        if ends_clause(i):
+            return _trim(kept[:i])
+    return kept
+
+
 def fit(text: str, sources: Iterable[str], max_share: float = MAX_SHARE) -> str:
     """`text` made to keep at most `max_share` of each source of 8 words or more and to share no ten-word run
     with any source: first by dropping the words that carry least (`_COMPRESSIBLE`), then, if that is not
@@ -378,8 +402,9 @@ def fit(text: str, sources: Iterable[str], max_share: float = MAX_SHARE) -> str:
     tokens = _trim(text.split()[:MAX_WORDS])
     if len(tokens) > 2 and not fits(tokens):
         tokens = _trim(_compress(tokens, fits))
+    whole = tokens
     while len(tokens) > 2:
         if fits(tokens):
-            return sentence(" ".join(tokens))
+            return sentence(" ".join(_clause_end(tokens, whole[len(tokens) :])))
         tokens = _trim(tokens[:-1])
     return ""

@@ -66,6 +66,14 @@ def test_fit_drops_the_words_that_carry_least_before_cutting_what_a_record_is_ab
     assert "has been silent" in fit(said, [said]) and "have not moved" in fit(said, [said])  # they stay
 
 
+def test_a_cut_inside_a_clause_backs_off_to_where_the_clause_began() -> None:
+    said = "Marek to repaint the loading dock markings by Thursday so the forklift drivers stop guessing at lanes"
+    fitted = fit(said, [said])
+    assert fitted == "Marek to repaint loading dock markings by Thursday.", fitted  # not "… so the forklift."
+    listed = "Tamsin booked three vans for Monday, one for the depot, one for the quay, two spare for overflow"
+    assert fit(listed, [listed]).count(",") >= 1  # a comma joins a list: not where a record ends
+
+
 def test_a_lead_that_cannot_stand_alone_gives_way_to_the_clause_after_it() -> None:
     said = normal_form("Before the auditors ask — the loading bay cameras keep footage for ninety days now", "Ola")
     assert said.lower().startswith("the loading bay cameras keep footage for ninety days"), said
