@@ -78,7 +78,7 @@ def list_actions(channel_id: str, user_id: str, mine: bool) -> str:
     for fid, description, owner, deadline in rows:
         due = f", due {local_date(deadline, zone)}" if deadline else ", no deadline set"
         who = "" if mine else f"{owner or 'unassigned'}: "
-        lines.append(f"- {fid} {who}{description}{due}")
+        lines.append(f"- {fid} {who}{description.rstrip(' .')}{due}")  # "… the report, due …", not "report., due"
     return voice("\n".join(lines))
 
 

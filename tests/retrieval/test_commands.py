@@ -122,3 +122,11 @@ def test_lists_speak_the_channel_s_days_not_utc_s():
     f.action(ch, "Recalibrate the pressure gauges", owner=alice, owner_name="Alice", deadline=end_of_tuesday)
     reply = commands.list_actions(ch.channel_id, alice, mine=True)
     assert "due the 7th of April" in reply and "8th of April" not in reply
+
+
+def test_an_action_s_own_full_stop_does_not_run_into_its_due_date():
+    alice = f.user()
+    ch = f.channel(name="field-ops")
+    f.action(ch, "Order spare fuses for the van.", owner=alice, owner_name="Alice", deadline=f.NOW + timedelta(days=2))
+    reply = commands.list_actions(ch.channel_id, alice, mine=True)
+    assert "Order spare fuses for the van, due the" in reply and ".," not in reply
