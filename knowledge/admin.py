@@ -285,7 +285,7 @@ class DeadlineForm(forms.Form):
 
 @admin.register(Action)
 class ActionAdmin(ExtractedAdmin):
-    list_display = ("friendly_id", "description", "channel", "owner_name", "deadline", "status", "confidence")
+    list_display = ("friendly_id", "description", "channel", "owner_name", "due", "status", "confidence")
     list_filter = ("status", ConfidenceBandFilter, ("deadline", admin.DateFieldListFilter), "channel")
     search_fields = ("description", "owner_name", "friendly_id")
     date_hierarchy = "created_at"
@@ -294,6 +294,14 @@ class ActionAdmin(ExtractedAdmin):
 
     def _review(self, request: HttpRequest, queryset: QuerySet, action: str, **fields: object) -> int:
         return review.bulk_review(queryset, actor=_actor(request), action=action, **fields)
+
+    @admin.display(description="deadline (the channel's time)", ordering="deadline")
+    def due(self, obj: Action) -> str:
+        """The deadline as the channel's people said it: the end of a Friday in New York is that Friday, not
+        Saturday morning in UTC (the admin's own time)."""
+        if obj.deadline is None:
+            return "-"
+        return obj.deadline.astimezone(channels.channel_zone(obj.channel.timezone)).strftime("%a %-d %b %Y, %H:%M")
 
     mark_done = _review_action(
         "done",

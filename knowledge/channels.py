@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db import transaction
 from django.dispatch import Signal
@@ -16,6 +17,16 @@ from django.utils import timezone
 from knowledge.models import ChannelConfig, ChannelState, ConversationType, RomanBot
 
 logger = logging.getLogger(__name__)
+
+
+def channel_zone(name: str | None) -> ZoneInfo:
+    """A channel's timezone (IANA name, as Wire's app_added gave it); UTC when unknown."""
+    try:
+        return ZoneInfo(name or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        logger.warning("unknown channel timezone %r; using UTC", name)
+        return ZoneInfo("UTC")
+
 
 CONTEXT_FIELDS: frozenset[str] = frozenset({"purpose", "context_type", "tags", "stakeholders", "related_channels"})
 # What members type as a channel's context reaches model prompts (as quoted data): bounded when stored.

@@ -7,13 +7,13 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from knowledge.channels import channel_zone
 from knowledge.models import Action, ActionStatus, ChannelConfig, ChannelState, DigestSubscription, Summary
 from knowledge.verbatim import guard_text
 
@@ -131,10 +131,7 @@ def set_digest(channel: ChannelConfig, user_id: str, enabled: bool) -> DigestSub
 
 
 def _local(now: datetime, zone_name: str | None) -> datetime:
-    try:
-        return now.astimezone(ZoneInfo(zone_name or "UTC"))
-    except (ZoneInfoNotFoundError, ValueError):
-        return now.astimezone(ZoneInfo("UTC"))
+    return now.astimezone(channel_zone(zone_name))
 
 
 def claim_due_digests(now: datetime) -> list[tuple[DigestSubscription, date]]:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ground.config import LOCAL_MODEL
 from ground.queues import Queue
 from knowledge import contradictions, embeddings
+from knowledge.channels import channel_zone
 from knowledge.models import (
     ChannelConfig,
     ConflictVerdict,
@@ -37,7 +38,6 @@ from knowledge.models import (
 )
 from pipeline import claimcheck, embed, llm, prompts, window
 from pipeline.offline import contradiction as offline
-from pipeline.staleness import channel_zone
 
 logger = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.utils import timezone
 
 from knowledge import proactive
+from knowledge.channels import channel_zone
 from knowledge.models import Action
 from pipeline import claimcheck
 
@@ -33,14 +33,6 @@ class Nudge:
     friendly_id: str
     text: str
     buttons: tuple[tuple[str, str], ...]
-
-
-def channel_zone(name: str | None) -> ZoneInfo:
-    try:
-        return ZoneInfo(name or "UTC")
-    except (ZoneInfoNotFoundError, ValueError):
-        logger.warning("unknown channel timezone %r; using UTC", name)
-        return ZoneInfo("UTC")
 
 
 def _days_ago(days: int) -> str:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ground import metrics
 from ground.config import LOCAL_MODEL
 from knowledge import contradictions, proactive
+from knowledge.channels import channel_zone
 from knowledge.models import (
     Action,
     ActionStatus,
@@ -38,7 +39,6 @@ from knowledge.models import (
 )
 from pipeline import llm, prompts
 from pipeline.classify import typed_by_members
-from pipeline.staleness import channel_zone
 
 logger = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field
 
 from ground.config import LOCAL_MODEL
+from knowledge.channels import channel_zone
 from knowledge.verbatim import MAX_RUN, longest_common_run
-from pipeline.staleness import channel_zone
 from retrieval.fusion import RecordKey
 from retrieval.pack import ContextPack, local_date
 from retrieval.plan import QueryPlan, form_of

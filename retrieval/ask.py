@@ -18,7 +18,7 @@ from django.db import connection
 from django.utils import timezone
 
 from ground import metrics
-from pipeline.staleness import channel_zone
+from knowledge.channels import channel_zone
 from retrieval import answer as answers
 from retrieval import parallel, paths, relevance
 from retrieval.config import RetrievalConfig

@@ -14,8 +14,8 @@ from datetime import timedelta
 from django.db import connection
 from django.utils import timezone
 
+from knowledge.channels import channel_zone
 from knowledge.models import ChannelConfig
-from pipeline.staleness import channel_zone
 from retrieval.answer import voice
 from retrieval.ask import ask
 from retrieval.pack import local_date

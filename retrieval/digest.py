@@ -43,7 +43,7 @@ def _rows(sql: str, params: dict[str, object]) -> list[tuple]:
 
 
 def _zone(channel_id: str):
-    from pipeline.staleness import channel_zone
+    from knowledge.channels import channel_zone
 
     name = ChannelConfig.objects.filter(channel_id=channel_id).values_list("timezone", flat=True).first()
     return channel_zone(name)

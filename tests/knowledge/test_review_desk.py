@@ -170,3 +170,15 @@ def test_the_dashboard_counts_costs_and_charts_for_staff_only(reviewer, client):
     client.logout()
     anonymous = client.get("/admin/dashboard/")
     assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
+
+
+def test_the_action_list_shows_deadlines_in_the_channel_s_time(reviewer):
+    """A deadline at the end of a Tuesday in Chicago is Wednesday morning in UTC, the admin's time: the
+    list shows the Tuesday the channel's people meant."""
+    ch = factory.channel(name="depot-ops")
+    ch.timezone = "America/Chicago"
+    ch.save(update_fields=["timezone"])
+    end_of_tuesday = datetime(2026, 4, 8, 4, 59, tzinfo=UTC)  # 23:59 on the 7th in Chicago (CDT)
+    factory.action(ch, "Recount the spare tyres", owner="u-1", owner_name="Ines", deadline=end_of_tuesday)
+    page = reviewer.get("/admin/knowledge/action/").content.decode()
+    assert "Tue 7 Apr 2026, 23:59" in page and "8 Apr" not in page
