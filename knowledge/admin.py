@@ -10,6 +10,7 @@ deleting a channel purges it from every table.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 from django import forms
 from django.contrib import admin, messages
@@ -234,12 +235,16 @@ class ExtractedAdmin(ReviewedAdmin):
 
 @admin.register(Decision)
 class DecisionAdmin(ExtractedAdmin):
-    list_display = ("friendly_id", "summary", "channel", "status", "confidence", "decided_at", "reviewed_at")
+    list_display = ("friendly_id", "summary", "channel", "status", "confidence", "decided", "reviewed_at")
     list_filter = ("status", ConfidenceBandFilter, ("decided_at", admin.DateFieldListFilter), "channel")
     search_fields = ("summary", "rationale", "friendly_id")
     date_hierarchy = "decided_at"
     ordering = ("-decided_at",)
     actions = ("confirm", "supersede", "reverse", "reject")
+
+    @admin.display(description="decided (the channel's time)", ordering="decided_at")
+    def decided(self, obj: Decision) -> str:
+        return _channel_time(obj.decided_at, obj.channel)
 
     def _review(self, request: HttpRequest, queryset: QuerySet, action: str, **fields: object) -> int:
         fields = {"reviewed_at": timezone.now(), "reviewed_by": _actor(request), **fields}
@@ -283,6 +288,14 @@ class DeadlineForm(forms.Form):
     deadline = forms.DateTimeField(required=False, help_text="YYYY-MM-DD HH:MM (UTC); empty clears the deadline")
 
 
+def _channel_time(moment: datetime | None, channel: ChannelConfig) -> str:
+    """A record's moment as the channel's people live it: a deadline at the end of a Friday in New York is
+    that Friday, not Saturday morning in UTC (the admin's own time)."""
+    if moment is None:
+        return "-"
+    return moment.astimezone(channels.channel_zone(channel.timezone)).strftime("%a %-d %b %Y, %H:%M")
+
+
 @admin.register(Action)
 class ActionAdmin(ExtractedAdmin):
     list_display = ("friendly_id", "description", "channel", "owner_name", "due", "status", "confidence")
@@ -297,11 +310,7 @@ class ActionAdmin(ExtractedAdmin):
 
     @admin.display(description="deadline (the channel's time)", ordering="deadline")
     def due(self, obj: Action) -> str:
-        """The deadline as the channel's people said it: the end of a Friday in New York is that Friday, not
-        Saturday morning in UTC (the admin's own time)."""
-        if obj.deadline is None:
-            return "-"
-        return obj.deadline.astimezone(channels.channel_zone(obj.channel.timezone)).strftime("%a %-d %b %Y, %H:%M")
+        return _channel_time(obj.deadline, obj.channel)
 
     mark_done = _review_action(
         "done",

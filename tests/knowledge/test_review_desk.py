@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from knowledge.models import (
     Action,
+    Decision,
     Entity,
     EntityMention,
     EntityRelationship,
@@ -182,3 +183,7 @@ def test_the_action_list_shows_deadlines_in_the_channel_s_time(reviewer):
     factory.action(ch, "Recount the spare tyres", owner="u-1", owner_name="Ines", deadline=end_of_tuesday)
     page = reviewer.get("/admin/knowledge/action/").content.decode()
     assert "Tue 7 Apr 2026, 23:59" in page and "8 Apr" not in page
+    counted = factory.decision(ch, "Spare tyres are counted every Tuesday evening")
+    Decision.objects.filter(pk=counted.pk).update(decided_at=end_of_tuesday)
+    page = reviewer.get("/admin/knowledge/decision/").content.decode()
+    assert "Tue 7 Apr 2026, 23:59" in page and "Wed 8 Apr" not in page  # (the date drill-down stays UTC's)
