@@ -91,7 +91,7 @@ _QUERIES: dict[str, str] = {
                     JOIN entities s ON s.id = r.source_id JOIN entities t ON t.id = r.target_id
                     WHERE (r.source_id = e.id OR r.target_id = e.id) AND {relscope}
                       AND {sscope} AND {tscope}
-                    LIMIT 6) x),
+                    ORDER BY line LIMIT 6) x),
                NULL::text, NULL::text[], NULL::timestamptz, NULL::timestamptz, {sim_entity}, {cov_e}
         FROM hits h JOIN entities e ON h.t = 'entity' AND e.id = h.id::uuid WHERE {scope}
     """,

@@ -239,3 +239,17 @@ def test_channel_reads_can_use_the_covering_index(world, table, index, run):
         cur.execute("EXPLAIN " + sql)
         plan = "\n".join(row[0] for row in cur.fetchall())
     assert index in plan, plan
+
+
+def test_an_entity_shows_the_same_six_relations_however_its_statement_is_planned():
+    """Past six relations an entity's record names the first six in order, not whichever six the plan met."""
+    from retrieval.records import hydrate
+
+    ch = f.channel(name="warehouse-systems")
+    hub = f.entity(ch, "Pallet Router")
+    for name in ("Zebra scanner", "Dock board", "Yard map", "Label printer", "Crane feed", "Bay lights", "Alarm hub"):
+        f.relate(hub, f.entity(ch, name), "depends_on", [ch.channel_id])
+    scope = RetrievalScope.for_asker(ch.channel_id, f.user())
+    [record] = hydrate([("entity", str(hub.id))], scope).values()
+    lines = record.detail["relations"].split("; ")
+    assert len(lines) == 6 and lines == sorted(lines) and "Pallet Router depends on Zebra scanner" not in lines
