@@ -371,7 +371,8 @@ _CLAUSE_KEPT = 0.6  # a cut backs off to a clause's end only when that keeps thi
 def _clause_end(kept: list[str], rest: list[str]) -> list[str]:
     """`kept`, the words that fitted when the words `rest` were cut after them, ended where a clause ends (a
     semicolon, a dash, or before a word that opens a clause of its own) when the cut fell inside
-    one: "keeps 14 days" rather than "keeps 14 days so you"; unchanged when that would keep too little."""
+    one: "ships the spare parts on Friday" rather than "… on Friday so the"; unchanged when that would keep too
+    little."""
 
     def ends_clause(i: int) -> bool:  # does a clause end after kept[:i]?
         nxt = kept[i] if i < len(kept) else (rest[0] if rest else "")
