@@ -391,23 +391,26 @@ def measure(data: dict[str, object], n_queries: int) -> dict[str, float]:
 
 def compare_plans(data: dict[str, object], n_queries: int) -> None:
     """Each question twice, the order alternating: the small statements prepared and run with their generic plans
-    (`paths.generic_keys`, as the code runs), and planned on every run (the code before): same process, pool and
+    (`parallel.Statement.generic`, as the code runs), and planned on every run (the code before): same process, pool and
     server, so the machine's load falls on both alike."""
     from django.db import connection
 
-    from retrieval import paths
+    from retrieval import parallel, paths
     from retrieval.ask import retrieve
     from retrieval.config import RetrievalConfig
     from retrieval.scope import RetrievalScope
 
     cfg = RetrievalConfig.from_settings()
     questions = _questions(data, n_queries)
-    real, use_generic = paths._fetch, [True]
+    real, real_pipeline, use_generic = paths._fetch, parallel.pipeline, [True]
 
     def fetch(sql: str, params: dict[str, object], *, generic: bool = False) -> list[tuple]:
         return real(sql, params, generic=generic and use_generic[0])
 
-    paths._fetch = fetch
+    def pipeline(statements, *, prepared: bool) -> list[list[tuple]]:
+        return real_pipeline(statements, prepared=prepared and use_generic[0])
+
+    paths._fetch, parallel.pipeline = fetch, pipeline
     times: dict[bool, list[float]] = {True: [], False: []}
     bare, same = [], 0
     try:
@@ -430,7 +433,7 @@ def compare_plans(data: dict[str, object], n_queries: int) -> None:
                 cur.fetchall()
             bare.append((time.perf_counter() - t) * 1000)
     finally:
-        paths._fetch = real
+        paths._fetch, parallel.pipeline = real, real_pipeline
     diff = statistics.median(a - b for a, b in zip(times[True], times[False], strict=True))
     print(f"\ngeneric plans against planned every time, {n_queries} questions each way (interleaved):")
     for mode, name in ((True, "generic plans"), (False, "planned every time")):

@@ -25,6 +25,12 @@ _UNFLUSHED = (
     f"INSERT INTO {LlmCall._meta.db_table} ({', '.join(_COLUMNS)}) "
     f"VALUES ({', '.join(f'%({c})s' for c in _COLUMNS)}); COMMIT"
 )
+# The row alone, for a caller that sends it in a pipeline of statements (one transaction up to its sync) after
+# `SELECT set_config('synchronous_commit', 'off', true)`: see `unflushed_statements`.
+_INSERT = (
+    f"INSERT INTO {LlmCall._meta.db_table} ({', '.join(_COLUMNS)}) VALUES ({', '.join(f'%({c})s' for c in _COLUMNS)})"
+)
+UNFLUSHED_SETTING = "SELECT set_config('synchronous_commit', 'off', true)"
 
 
 def record_llm_call(
@@ -47,18 +53,18 @@ def record_llm_call(
     row), and outside a caller's transaction it is written in one round trip (`BEGIN`, the setting, the
     `INSERT` and `COMMIT` in one simple query) instead of four.
     """
-    row = {
-        "slot": slot,
-        "model": model,
-        "outcome": outcome,
-        "latency_ms": max(0, int(latency_ms)),
-        "fallback_used": fallback_used,
-        "attempt": attempt,
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "cost": Decimal(str(round(cost, 6))) if cost else None,
-        "channel_id": channel_id,
-    }
+    row = _row(
+        slot=slot,
+        model=model,
+        outcome=outcome,
+        latency_ms=latency_ms,
+        fallback_used=fallback_used,
+        attempt=attempt,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=cost,
+        channel_id=channel_id,
+    )
     held = getattr(_deferred, "rows", None)
     if held is not None:  # inside `deferred()`: written with the others when it ends
         held.append(LlmCall(**row))
@@ -71,14 +77,55 @@ def record_llm_call(
             LlmCall.objects.create(**row)
     else:
         LlmCall.objects.create(**row)
+    _observe(row)
+
+
+def unflushed_statements(*, slot: str, model: str, outcome: str, latency_ms: int, channel_id: str | None = None):
+    """`record_llm_call(..., unflushed=True)` as two statements for a caller's pipeline (psycopg pipeline mode,
+    outside a transaction: the statements up to the pipeline's sync are one transaction, whose commit then
+    does not wait for the WAL flush): [(sql, params)] of the setting and the row. Its metrics are recorded
+    here, as `record_llm_call` records them."""
+    row = _row(slot=slot, model=model, outcome=outcome, latency_ms=latency_ms, channel_id=channel_id)
+    _observe(row)
+    return [(UNFLUSHED_SETTING, {}), (_INSERT, row)]
+
+
+def _row(
+    *,
+    slot: str,
+    model: str,
+    outcome: str,
+    latency_ms: int,
+    fallback_used: bool = False,
+    attempt: int = 1,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    cost: float | None = None,
+    channel_id: str | None = None,
+) -> dict[str, object]:
+    return {
+        "slot": slot,
+        "model": model,
+        "outcome": outcome,
+        "latency_ms": max(0, int(latency_ms)),
+        "fallback_used": fallback_used,
+        "attempt": attempt,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "cost": Decimal(str(round(cost, 6))) if cost else None,
+        "channel_id": channel_id,
+    }
+
+
+def _observe(row: dict[str, object]) -> None:
     metrics.llm_call(
-        slot=slot,
-        model=model,
-        outcome=outcome,
-        latency_ms=latency_ms,
-        fallback_used=fallback_used,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
+        slot=row["slot"],
+        model=row["model"],
+        outcome=row["outcome"],
+        latency_ms=row["latency_ms"],
+        fallback_used=row["fallback_used"],
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -24,8 +24,8 @@ from retrieval import parallel, paths, relevance
 from retrieval.config import RetrievalConfig
 from retrieval.fusion import Fused, RecordKey, fuse
 from retrieval.pack import build_pack
-from retrieval.plan import PlanContext, QueryPlan, analyse
-from retrieval.records import Record, contradicting_pairs, hydrate
+from retrieval.plan import OfflinePlanRow, PlanContext, QueryPlan, analyse
+from retrieval.records import Hydrator, Record, contradicting_pairs, hydrating
 from retrieval.scope import RetrievalScope, UnknownChannel
 
 logger = logging.getLogger(__name__)
@@ -59,7 +59,8 @@ class Retrieval:
     records: dict[RecordKey, Record]
     path_hits: dict[str, list[RecordKey]]
     timings_ms: dict[str, float]
-    path_ms: dict[str, float] = field(default_factory=dict)  # per path (its keys; hydration is after), for the bench
+    # The paths' round trip (each path that ran: they share it) and the hydration's, for the bench and metrics.
+    path_ms: dict[str, float] = field(default_factory=dict)
     # Each candidate's features and probability of answering the question (retrieval.relevance).
     features: dict[RecordKey, list[float]] = field(default_factory=dict)
     scores: dict[RecordKey, float] = field(default_factory=dict)
@@ -103,18 +104,21 @@ _CONTEXTS_MAX = 256
 
 def cached_plan_context(scope: RetrievalScope, now: datetime, ttl_s: float) -> PlanContext:
     """`plan_context`, kept per scope for `ttl_s` seconds: a conversation asks several questions in a row, and
-    the names only steer the search (a name learnt in the last seconds is missed, never a record shown)."""
+    the names only steer the search (a name learnt in the last seconds is missed, never a record shown). A
+    channel's names are the same for every asker there (its scope predicates do not name the user), so they
+    are kept per channel; a 1:1's per asker."""
     if ttl_s <= 0:
         return plan_context(scope, now)
+    key = scope if scope.personal else replace(scope, user_id="")
     with _contexts_lock:
-        cached = _contexts.get(scope)
+        cached = _contexts.get(key)
     if cached is not None and time.monotonic() - cached[0] < ttl_s:
-        return replace(cached[1], now=now)
+        return replace(cached[1], now=now, asker_id=scope.user_id)
     ctx = plan_context(scope, now)
     with _contexts_lock:
         if len(_contexts) >= _CONTEXTS_MAX:
             _contexts.clear()
-        _contexts[scope] = (time.monotonic(), ctx)
+        _contexts[key] = (time.monotonic(), ctx)
     return ctx
 
 
@@ -134,6 +138,149 @@ def _query_vector(question: str) -> list[float] | None:
         return None
 
 
+class _Search:
+    """The planned paths and the hydration of what they find, in a few pipelines side by side.
+
+    The paths' statements (each a small statement returning keys) and the offline plan's accounting row are
+    split into `RetrievalConfig.path_pipelines` groups of about the same cost, each sent to the server on a
+    pool connection of its own in one round trip (psycopg pipeline mode: the server runs a group's statements
+    one after another without waiting for the client). As soon as a group has its keys, it reads the records
+    of those no other group has taken, inside the scope again (a statement per kind of record, in a second
+    round trip on its connection), without waiting for the slower groups. Before, each path had a thread and
+    a connection of its own and the records were read after the slowest path: five wake-ups of a thread and
+    a server process per phase, and the two phases one after the other. A single pipeline for everything
+    was slower (the server then runs every statement on one core); so was hydrating in each path's own
+    statement (every statement several times larger, planned as long as it ran).
+    """
+
+    def __init__(
+        self,
+        plan: QueryPlan,
+        scope: RetrievalScope,
+        cfg: RetrievalConfig,
+        query_vector: Sequence[float] | None,
+        deferred: list[OfflinePlanRow],
+    ) -> None:
+        self.plan, self.scope, self.cfg, self.query_vector, self.deferred = plan, scope, cfg, query_vector, deferred
+        self.found: dict[str, list[RecordKey]] = {}
+        self.records: dict[RecordKey, Record] = {}
+        self.ms: dict[str, float] = {}
+
+    def statements(self) -> dict[str, parallel.Statement]:
+        """The planned paths' statements, by path (a path with nothing to look for has none)."""
+        plan, scope, cfg = self.plan, self.scope, self.cfg
+        out: dict[str, parallel.Statement] = {}
+
+        def collect(name: str, generic: bool) -> paths.Fetch:
+            def fetch(sql: str, params: dict[str, object], kinds: object = ()) -> list[RecordKey]:
+                out[name] = parallel.Statement(sql, params, generic)
+                return []
+
+            return fetch
+
+        # Generic plans for the small statements; the full-text and semantic ones planned for their words and
+        # their scope every time (see paths.configure_session).
+        if "structured" in plan.paths:
+            paths.structured(plan, scope, cfg, fetch=collect("structured", True))
+        if "semantic" in plan.paths:
+            semantic = paths.semantic_statement(plan, scope, cfg, self.query_vector)
+            if semantic is not None:
+                out["semantic"] = parallel.Statement(*semantic)
+        if "fulltext" in plan.paths:
+            paths.fulltext(plan, scope, cfg, fetch=collect("fulltext", False))
+        if "graph" in plan.paths:
+            paths.graph(plan, scope, cfg, fetch=collect("graph", True))
+        if "summary" in plan.paths:
+            paths.summary(plan, scope, cfg, fetch=collect("summary", True))
+        return out
+
+    def run(self, *, ways: int, threads: int) -> None:
+        """The paths' keys (and the accounting row), then their records, in at most `ways` groups side by side on
+        pool connections (inside the caller's transaction, one after another on its own connection)."""
+        in_transaction = connection.in_atomic_block
+        statements: dict[str, list[parallel.Statement]] = {
+            name: [statement] for name, statement in self.statements().items()
+        }
+        if not in_transaction:  # one transaction up to the pipeline's sync: its commit waits for no flush
+            for i, row in enumerate(self.deferred):
+                statements[f"_row{i}"] = [
+                    parallel.Statement(sql, params, bool(params)) for sql, params in row.statements()
+                ]
+        hydrator = Hydrator(self.scope, question_vector=self.query_vector, terms=self.plan.keywords)
+        claimed: set[RecordKey] = set()
+        lock = threading.Lock()
+
+        def group(names: list[str]) -> dict[str, list[RecordKey]]:
+            # This group's paths, then at once (not waiting for the other groups) the records of its hits that
+            # no other group has taken: a round trip each.
+            t = time.perf_counter()
+            rows = self._pipeline(names, statements)
+            found = {name: [(row[0], row[1]) for row in rows[name]] for name in names if not name.startswith("_")}
+            paths_ms = _ms(t)
+            mine: list[RecordKey] = []
+            with lock:
+                for key in (key for keys in found.values() for key in keys):
+                    if key not in claimed:
+                        claimed.add(key)
+                        mine.append(key)
+            t = time.perf_counter()
+            by_kind = hydrating(mine, hydrator)
+            if by_kind:
+                hydrated = self._pipeline(
+                    list(by_kind), {kind: [parallel.Statement(*statement)] for kind, statement in by_kind.items()}
+                )
+                for kind in by_kind:
+                    hydrator.keep(hydrated[kind])
+            with lock:
+                self.ms.update(dict.fromkeys(found, paths_ms))
+                self.ms["hydrate"] = max(self.ms.get("hydrate", 0.0), _ms(t))
+            return found
+
+        jobs = {f"group{i}": (lambda names=names: group(names)) for i, names in enumerate(_split(statements, ways))}
+        done = parallel.run(jobs, threads=threads, prepare=lambda: paths.configure_session(self.cfg))
+        found = {name: keys for keys, _ms_taken in done.values() for name, keys in keys.items()}
+        self.found = {name: found.get(name, []) for name in paths_of(self.plan)}
+        if in_transaction:  # inside the caller's transaction, as `record_llm_call` writes it there
+            for row in self.deferred:
+                row()
+        self.records = hydrator.records
+
+    def _pipeline(self, names: list[str], statements: dict[str, list[parallel.Statement]]) -> dict[str, list[tuple]]:
+        prepared = paths._session_configured()
+        sent: list[parallel.Statement] = []
+        if "semantic" in names and not prepared:  # the HNSW settings for this transaction only
+            sent.append(parallel.Statement(*paths.hnsw_settings(self.cfg, local=True)))
+        last: dict[str, int] = {}
+        for name in names:
+            sent += statements[name]
+            last[name] = len(sent) - 1
+        rows = parallel.pipeline(sent, prepared=prepared)
+        return {name: rows[i] for name, i in last.items()}
+
+
+# Rough server time of each statement (ms at 100k, `EXPLAIN ANALYZE`), to split them into pipelines of about
+# the same cost: the paths, and the hydration by kind of record.
+_COST = {"graph": 4.0, "fulltext": 2.5, "semantic": 1.5, "structured": 0.5, "summary": 0.3, "entity": 2.0}
+
+
+def _split(statements: dict[str, list[parallel.Statement]], ways: int) -> list[list[str]]:
+    """The entries in at most `ways` groups of about the same cost (the costliest first, each to the cheapest
+    group), each group in the entries' own order."""
+    groups: list[list[str]] = [[] for _ in range(max(1, ways))]
+    costs = [0.0] * len(groups)
+    for name in sorted(statements, key=lambda n: -_COST.get(n, 0.5)):
+        i = costs.index(min(costs))
+        groups[i].append(name)
+        costs[i] += _COST.get(name, 0.5)
+    order = list(statements)
+    return [sorted(group, key=order.index) for group in groups if group]
+
+
+def paths_of(plan: QueryPlan) -> list[str]:
+    """The planned paths, in the order fusion meets them."""
+    return [name for name in ("structured", "semantic", "fulltext", "graph", "summary") if name in plan.paths]
+
+
 def retrieve(
     question: str,
     scope: RetrievalScope,
@@ -149,7 +296,7 @@ def retrieve(
     now = now or timezone.now()
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    deferred: list[Callable[[], None]] = []  # the offline plan's accounting row, written beside the paths
+    deferred: list[OfflinePlanRow] = []  # the offline plan's accounting row, written with the paths' statements
     if plan is None:
         ctx = cached_plan_context(scope, now, cfg.plan_context_ttl_s)
         plan = analyse(question, ctx, channel_id=scope.channel_id, deferred=deferred)
@@ -158,37 +305,9 @@ def retrieve(
     t = time.perf_counter()
     if query_vector is None:  # the semantic path and the relevance judgement both use it
         query_vector = _query_vector(question)
-    # The paths run side by side on connections of their own (the step waits for the slowest path, not for
-    # their sum), each a small statement returning keys; their records are then read once, inside `scope`
-    # again: a statement per kind of record found, side by side on the same threads. Hydrating in each path's
-    # own statement made every statement several times larger, and Postgres spent as long planning them as
-    # running them; one statement for every kind was planned and run on one core.
-    runners: dict[str, Callable[[], list[RecordKey]]] = {
-        "structured": lambda: paths.structured(plan, scope, cfg),
-        "semantic": lambda: paths.semantic(plan, scope, cfg, query_vector),
-        "fulltext": lambda: paths.fulltext(plan, scope, cfg),
-        "graph": lambda: paths.graph(plan, scope, cfg),
-        "summary": lambda: paths.summary(plan, scope, cfg),
-    }
-    jobs: dict[str, Callable[[], Any]] = {name: run for name, run in runners.items() if name in plan.paths}
-    jobs.update({f"_deferred{i}": job for i, job in enumerate(deferred)})
-    # The accounting row goes last: it takes the first thread a path leaves (usually the quick structured one).
-    done = parallel.run(jobs, threads=cfg.path_threads, prepare=lambda: paths.configure_session(cfg))
-    found = {name: keys for name, (keys, _ms_taken) in done.items() if name in runners}
-    path_ms = {name: ms for name, (_found, ms) in done.items() if name in runners}
-    by_kind: dict[str, list[RecordKey]] = {}
-    for keys in found.values():
-        for key in keys:
-            by_kind.setdefault(key[0], []).append(key)
-    hydrated = parallel.run(
-        {
-            kind: (lambda keys=keys: hydrate(keys, scope, question_vector=query_vector, terms=plan.keywords))
-            for kind, keys in by_kind.items()
-        },
-        threads=cfg.path_threads,
-        prepare=lambda: paths.configure_session(cfg),
-    )
-    records = {k: r for part, _ms_taken in hydrated.values() for k, r in part.items()}
+    search = _Search(plan, scope, cfg, query_vector, deferred)
+    search.run(ways=cfg.path_pipelines, threads=cfg.path_threads)
+    found, records, path_ms = search.found, search.records, search.ms
     # A hit whose record is not in scope (or no longer there) is no hit.
     hits = {name: [key for key in keys if key in records] for name, keys in found.items()}
     timings["paths"] = _ms(t)

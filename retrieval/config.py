@@ -37,8 +37,11 @@ class RetrievalConfig:
     scope_first_max_rows: int = 5000
     graph_depth: int = 3
     top_n: int = 10
-    # Threads (each with its own database connection) the paths run on side by side (retrieval.parallel).
+    # Threads (each with its own database connection) the paths' groups run on side by side (retrieval.parallel).
     path_threads: int = 5
+    # The paths' statements go to the server in this many groups side by side, one per pool connection, each a
+    # pipeline (one round trip, its statements run one after another), then its hits' records (retrieval.ask).
+    path_pipelines: int = 3
     # The planner's names of a scope (entities, people) are kept this long per scope (retrieval.ask).
     plan_context_ttl_s: float = 5.0
 

@@ -1,5 +1,6 @@
-"""The retrieval paths side by side: each runs in a thread of a small per-process pool, on that thread's own
-database connection, so a question waits for its slowest path instead of the sum of them.
+"""The retrieval paths side by side: groups of their statements run on the threads of a small per-process pool,
+each on that thread's own database connection, each group in one round trip (`pipeline`), so a question waits
+for its slowest group instead of the sum of them.
 
 The pool's connections are Django's (one per thread, kept open between questions) and serve only retrieval
 reads, so they carry the iterative HNSW scan's settings for their whole session (`paths.configure_session`).
@@ -12,10 +13,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TypeVar
 
+import psycopg
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 
 T = TypeVar("T")
@@ -68,6 +71,11 @@ def run(
     return {name: future.result() for name, future in futures.items()}
 
 
+def call(job: Callable[[], T], *, threads: int, prepare: Callable[[], None]) -> T:
+    """`job` on a pool thread's connection (readied by `prepare`), waited for."""
+    return _executor(threads).submit(_timed, job, prepare).result()[0]
+
+
 def close() -> None:
     """Close the pool's connections and stop its threads (a later question starts a new pool)."""
     global _pool
@@ -82,3 +90,40 @@ def close() -> None:
         finally:
             wrapper.dec_thread_sharing()
     _connections.clear()
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement of a pipeline. `generic`: on a connection whose session runs prepared statements with their
+    generic plan (`paths.configure_session`), prepared (server-side binding) and planned once per connection;
+    otherwise, and without it, its parameters are bound on the client and it is planned with them as constants."""
+
+    sql: str
+    params: Mapping[str, object] = field(default_factory=dict)
+    generic: bool = False
+
+
+def pipeline(statements: Sequence[Statement], *, prepared: bool) -> list[list[tuple]]:
+    """Each statement's rows (an empty list for one that returns none), in order, from one round trip on this
+    thread's connection (psycopg pipeline mode: the statements are sent together and the server runs them one
+    after another without waiting for the client). `prepared`: this connection runs `generic` statements
+    prepared. Outside a transaction the statements up to the pipeline's sync are one transaction (an error
+    in one skips the rest, and raises)."""
+    connection.ensure_connection()
+    raw = connection.connection
+    with connection.wrap_database_errors:
+        cursors: list[psycopg.Cursor] = []
+        with raw.pipeline():
+            for statement in statements:
+                if statement.generic and prepared:
+                    cur = psycopg.Cursor(raw)
+                    cur.execute(statement.sql, statement.params, prepare=True)
+                else:
+                    cur = psycopg.ClientCursor(raw)
+                    cur.execute(statement.sql, statement.params, prepare=False)
+                cursors.append(cur)
+        # Leaving the pipeline sends its sync and reads every result (one round trip).
+        rows = [cur.fetchall() if cur.description is not None else [] for cur in cursors]
+        for cur in cursors:
+            cur.close()
+    return rows

@@ -208,8 +208,27 @@ def semantic(
     row in a thousand, and never short of k. A larger scope walks the HNSW index with
     an iterative scan, which keeps going until k rows pass the scope.
     """
-    if query_vector is None:
+    statement = semantic_statement(plan, scope, cfg, query_vector)
+    if statement is None:
         return []
+    sql, params = statement
+    if _session_configured():
+        return fetch(sql, params)
+    if connection.in_atomic_block:  # the caller's transaction: the settings last until it ends
+        _fetch(*hnsw_settings(cfg, local=True))
+        return fetch(sql, params)
+    with transaction.atomic():
+        _fetch(*hnsw_settings(cfg, local=True))
+        return fetch(sql, params)
+
+
+def semantic_statement(
+    plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, query_vector: Sequence[float] | None
+) -> tuple[str, dict[str, object]] | None:
+    """The semantic path's statement and parameters (None without a question vector); see `semantic`. It needs the
+    HNSW settings (`hnsw_settings`) for its session or its transaction."""
+    if query_vector is None:
+        return None
     params = {
         **scope.params(),
         "q": "[" + ",".join(f"{x:.6f}" for x in query_vector) + "]",
@@ -236,14 +255,7 @@ def semantic(
             ORDER BY e.embedding <=> %(q)s::vector LIMIT %(k)s
          ) nearest WHERE 1 - dist >= %(min_sim)s ORDER BY dist)
     """
-    if _session_configured():
-        return fetch(sql, params)
-    if connection.in_atomic_block:  # the caller's transaction: the settings last until it ends
-        _fetch(*hnsw_settings(cfg, local=True))
-        return fetch(sql, params)
-    with transaction.atomic():
-        _fetch(*hnsw_settings(cfg, local=True))
-        return fetch(sql, params)
+    return sql, params
 
 
 # --------------------------------------------------------------------------- full text

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
@@ -262,6 +261,29 @@ PLAN_PROMPT = """You plan a search of a team's records for one question. Reply w
 Today is {today}. KNOWN ENTITIES: {entities}"""
 
 
+@dataclass(frozen=True)
+class OfflinePlanRow:
+    """The offline plan's `llm_calls` row, not yet written: call it to write it (`record_offline_plan`), or send
+    its `statements()` in a pipeline of the caller's (retrieval.ask)."""
+
+    channel_id: str | None
+    latency_ms: int
+
+    def __call__(self) -> None:
+        record_offline_plan(self.channel_id, self.latency_ms)
+
+    def statements(self) -> list[tuple[str, dict[str, object]]]:
+        from knowledge.llm_calls import unflushed_statements
+
+        return unflushed_statements(
+            slot="query_analyse",
+            model=LOCAL_MODEL,
+            outcome="ok",
+            latency_ms=self.latency_ms,
+            channel_id=self.channel_id,
+        )
+
+
 def record_offline_plan(channel_id: str | None, latency_ms: int) -> None:
     """The offline plan's `llm_calls` row. It need not wait for a WAL flush (5-10 ms): a crash can lose
     only that accounting row; written in one round trip."""
@@ -282,12 +304,12 @@ def analyse(
     ctx: PlanContext,
     *,
     channel_id: str | None = None,
-    deferred: list[Callable[[], None]] | None = None,
+    deferred: list[OfflinePlanRow] | None = None,
 ) -> QueryPlan:
     """The plan from slot `query_analyse`: a model when one is configured, else (or on failure) offline.
 
-    With the offline engine and `deferred`, the plan's `llm_calls` row is not written here: a callable
-    that writes it is appended, for the caller to run beside the paths, off the question's critical path.
+    With the offline engine and `deferred`, the plan's `llm_calls` row is not written here: it is appended
+    (`OfflinePlanRow`), for the caller to write with the paths' statements, off the question's critical path.
     """
     from pipeline import llm
 
@@ -298,7 +320,7 @@ def analyse(
         if deferred is None:
             record_offline_plan(channel_id, latency_ms)
         else:
-            deferred.append(lambda: record_offline_plan(channel_id, latency_ms))
+            deferred.append(OfflinePlanRow(channel_id, latency_ms))
         return offline
     names = ", ".join(sorted(set(ctx.entity_names.values()))[:80]) or "none"
     messages = [

@@ -204,6 +204,16 @@ class Hydrator:
     def fetch(self, sql: str, params: dict[str, object], kinds: Iterable[str] = tuple(_QUERIES)) -> list[RecordKey]:
         """Run `sql` (a path's hits: rows starting with type and id, best first) with its records hydrated in
         the same statement (a branch per kind in `kinds`); keep the records, return their keys, best first."""
+        statement, all_params, generic = self.statement(sql, params, kinds)
+        return self.keep(paths._fetch(statement, all_params, generic=generic))
+
+    def statement(
+        self, sql: str, params: dict[str, object], kinds: Iterable[str] = tuple(_QUERIES)
+    ) -> tuple[str, dict[str, object], bool]:
+        """(statement, parameters, generic) of `fetch`: generic, to be prepared and run with its generic plan on
+        a pool connection (`paths.configure_session`), but for entities: the generic plan of their relations'
+        subquery is 30x slower than the custom one."""
+        kinds = tuple(kinds)
         branches = " UNION ALL ".join(
             f"({_sql(kind, self.scope, with_vector=self._with_vector, terms=self._terms)})" for kind in kinds
         )
@@ -211,14 +221,31 @@ class Hydrator:
             f"WITH hits AS MATERIALIZED (SELECT k.t, k.id, row_number() OVER () AS rank FROM ({sql}) k)"
             f" SELECT * FROM ({branches}) hydrated ORDER BY 1"
         )
-        # Prepared with a generic plan on a pool connection (`paths.configure_session`), but for entities: the
-        # generic plan of their relations' subquery is 30x slower than the custom one.
-        rows = paths._fetch(statement, {**params, **self._params}, generic="entity" not in kinds)
+        return statement, {**params, **self._params}, "entity" not in kinds
+
+    def keep(self, rows: Iterable[tuple[Any, ...]]) -> list[RecordKey]:
+        """Keep the records of a hydrating statement's rows; their keys, best first."""
         records = [_record(row) for row in rows]
         with self._lock:
             for record in records:
                 self.records[record.key] = record
         return [r.key for r in records]
+
+
+_KEYS = "SELECT * FROM unnest(%(hydrate_types)s::text[], %(hydrate_ids)s::text[]) AS k(t, id)"
+
+
+def hydrating(keys: Iterable[RecordKey], hydrator: Hydrator) -> dict[str, tuple[str, dict[str, object], bool]]:
+    """`hydrate` not yet run: per kind of record among `keys`, the (statement, parameters, generic) that reads
+    them (rows for `hydrator.keep`)."""
+    by_kind: dict[str, list[str]] = {}
+    for kind, rid in dict.fromkeys(keys):
+        if kind in _QUERIES:
+            by_kind.setdefault(kind, []).append(rid)
+    return {
+        kind: hydrator.statement(_KEYS, {"hydrate_types": [kind] * len(ids), "hydrate_ids": ids}, (kind,))
+        for kind, ids in by_kind.items()
+    }
 
 
 def hydrate(
@@ -234,7 +261,7 @@ def hydrate(
         return {}
     hydrator = Hydrator(scope, question_vector=question_vector, terms=terms)
     hydrator.fetch(
-        "SELECT * FROM unnest(%(hydrate_types)s::text[], %(hydrate_ids)s::text[]) AS k(t, id)",
+        _KEYS,
         {"hydrate_types": [k for k, _ in wanted], "hydrate_ids": [r for _, r in wanted]},
         kinds=dict.fromkeys(k for k, _ in wanted),
     )

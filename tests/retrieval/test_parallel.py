@@ -87,8 +87,8 @@ def test_paths_run_on_connections_of_their_own(channel_world):
 
 
 def test_the_offline_plans_accounting_row_is_written_beside_the_paths(channel_world):
-    """The offline plan's llm_calls row is written on a pool thread beside the paths (off the question's
-    critical path), by the time the step returns, side by side and one after another alike."""
+    """The offline plan's llm_calls row is written with the paths' statements (in a group's pipeline, off the
+    question's critical path), by the time the step returns, side by side and one after another alike."""
     from knowledge.models import LlmCall
 
     ch, _other, alice = channel_world
