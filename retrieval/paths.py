@@ -167,12 +167,11 @@ def hnsw_settings(cfg: RetrievalConfig, *, local: bool) -> tuple[str, dict[str, 
 
 
 # Statements whose generic plan was checked to keep the custom plans' shape (the same indexes, no slower):
-# the structured, graph and summary paths and the hydration of every kind but entities. A custom plan of each
+# the structured, graph and summary paths and the hydration of every kind. A custom plan of each
 # costs 0.1-1 ms to make at 100k (as much as running the small ones; more on a loaded machine). Not the full-text
 # path (its custom plan folds the words' tsqueries, and starts from the scope or the GIN index by how common
 # they are: generic, 2x slower to run), not the semantic path (a generic plan is made for an average scope and
-# sorts it exactly; a large channel would lose the HNSW walk a custom plan can choose), not the entities'
-# hydration (generic, 30x slower: its relations' subquery).
+# sorts it exactly; a large channel would lose the HNSW walk a custom plan can choose).
 _PREPARE_NEVER_BY_COUNT = 2**31 - 1  # psycopg prepares only the statements run with prepare=True
 
 

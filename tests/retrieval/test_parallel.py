@@ -104,8 +104,8 @@ def test_the_offline_plans_accounting_row_is_written_beside_the_paths(channel_wo
 
 
 def test_pool_connections_run_the_small_paths_with_generic_plans(channel_world):
-    """On retrieval's own connections the structured, graph and summary paths and the hydration (but for
-    entities) are prepared statements run with their generic plan: planned once per connection, not per question.
+    """On retrieval's own connections the structured, graph and summary paths and the hydration (entities
+    included) are prepared statements run with their generic plan: planned once per connection, not per question.
     The full-text and semantic paths are planned for their words and their scope every time."""
     ch, _other, alice = channel_world
     scope = RetrievalScope.for_asker(ch.channel_id, alice)
@@ -131,5 +131,5 @@ def test_pool_connections_run_the_small_paths_with_generic_plans(channel_world):
     assert "entity_relationships" in statements  # the graph path
     assert not any(sql.lstrip().startswith("WITH q AS MATERIALIZED") for sql, _g, _c in prepared)  # full text
     assert not any("embedding <=>" in sql and "scoped AS MATERIALIZED" in sql for sql, _g, _c in prepared)
-    assert not any("FROM hits h JOIN entities" in sql for sql, _g, _c in prepared)
+    assert any("FROM hits h JOIN entities" in sql for sql, _g, _c in prepared)  # the entities' hydration
     parallel.close()
