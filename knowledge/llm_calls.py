@@ -33,38 +33,15 @@ _INSERT = (
 UNFLUSHED_SETTING = "SELECT set_config('synchronous_commit', 'off', true)"
 
 
-def record_llm_call(
-    *,
-    slot: str,
-    model: str,
-    outcome: str,
-    latency_ms: int,
-    fallback_used: bool = False,
-    attempt: int = 1,
-    prompt_tokens: int | None = None,
-    completion_tokens: int | None = None,
-    cost: float | None = None,
-    channel_id: str | None = None,
-    unflushed: bool = False,
-) -> None:
-    """One row per model call: never the prompt or the completion.
+def record_llm_call(*, unflushed: bool = False, **call) -> None:
+    """One row per model call: never the prompt or the completion. `call`: the row's fields, as `_row` names
+    them (slot, model, outcome and latency_ms required).
 
     `unflushed`: the row's commit need not wait for the WAL flush (a crash can lose only that accounting
     row), and outside a caller's transaction it is written in one round trip (`BEGIN`, the setting, the
     `INSERT` and `COMMIT` in one simple query) instead of four.
     """
-    row = _row(
-        slot=slot,
-        model=model,
-        outcome=outcome,
-        latency_ms=latency_ms,
-        fallback_used=fallback_used,
-        attempt=attempt,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost=cost,
-        channel_id=channel_id,
-    )
+    row = _row(**call)
     held = getattr(_deferred, "rows", None)
     if held is not None:  # inside `deferred()`: written with the others when it ends
         held.append(LlmCall(**row))
@@ -73,7 +50,7 @@ def record_llm_call(
             cur.execute(_UNFLUSHED, row)
     elif unflushed:  # in a savepoint of the caller's transaction
         with transaction.atomic(), connection.cursor() as cur:
-            cur.execute("SELECT set_config('synchronous_commit', 'off', true)")
+            cur.execute(UNFLUSHED_SETTING)
             LlmCall.objects.create(**row)
     else:
         LlmCall.objects.create(**row)
