@@ -151,14 +151,18 @@ def parse(payload: object) -> events.Event | None:
     return _to_internal(_adapter.validate_python(payload))
 
 
+def _channel_of(body: SidecarEvent) -> dict[str, object]:
+    """What every internal event of a body that names its conversation by `conversationId` begins with."""
+    return {"conversation": body.conversationId.to_internal(), "transport": "sidecar"}
+
+
 def _to_internal(body: SidecarEvent) -> events.Event:
     app_id = settings.JEEVES.wire_app_id
     match body:
         case TextMessageIn():
             ts = body.timestamp if body.timestamp.tzinfo else body.timestamp.replace(tzinfo=UTC)
             return events.TextMessage(
-                conversation=body.conversationId.to_internal(),
-                transport="sidecar",
+                **_channel_of(body),
                 sender=body.sender.to_internal(),
                 message_id=body.messageId,
                 timestamp=ts,
@@ -180,24 +184,21 @@ def _to_internal(body: SidecarEvent) -> events.Event:
             )
         case UserJoinedIn():
             return events.UserJoined(
-                conversation=body.conversationId.to_internal(),
-                transport="sidecar",
+                **_channel_of(body),
                 members=tuple(m.to_internal() for m in body.members),
                 bot_id=app_id,
             )
         case UserLeftIn():
             return events.UserLeft(
-                conversation=body.conversationId.to_internal(),
-                transport="sidecar",
+                **_channel_of(body),
                 users=tuple(m.to_internal() for m in body.members),
                 bot_id=app_id,
             )
         case ConversationDeletedIn():
-            return events.ConversationDeleted(conversation=body.conversationId.to_internal(), transport="sidecar")
+            return events.ConversationDeleted(**_channel_of(body))
         case ButtonClickedIn():
             return events.ButtonClicked(
-                conversation=body.conversationId.to_internal(),
-                transport="sidecar",
+                **_channel_of(body),
                 sender=body.sender.to_internal(),
                 referenced_message_id=body.referencedMessageId,
                 button_id=body.buttonId,
@@ -205,8 +206,7 @@ def _to_internal(body: SidecarEvent) -> events.Event:
             )
         case MessageDeletedIn():
             return events.MessageDeleted(
-                conversation=body.conversationId.to_internal(),
-                transport="sidecar",
+                **_channel_of(body),
                 sender=body.sender.to_internal(),
                 message_id=body.messageId,
             )
