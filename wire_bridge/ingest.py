@@ -20,6 +20,8 @@ import dataclasses
 import json
 import logging
 import weakref
+from collections.abc import Callable
+from typing import Any
 
 from celery import current_app
 from django.conf import settings
@@ -73,22 +75,11 @@ return allowed
 
 
 def handle(event: Event) -> str:
-    match event:
-        case TextMessage():
-            return handle_text(event)
-        case AppAdded():
-            return handle_app_added(event)
-        case UserJoined():
-            return handle_user_joined(event)
-        case UserLeft():
-            return handle_user_left(event)
-        case ConversationDeleted():
-            return handle_conversation_deleted(event)
-        case ButtonClicked():
-            return handle_button(event)
-        case MessageDeleted():
-            return handle_message_deleted(event)
-    raise AssertionError(f"unhandled event {type(event).__name__}")
+    """The event handed to its handler (`_HANDLERS`, at the end of this module); the handler's outcome."""
+    handler = _HANDLERS.get(type(event))
+    if handler is None:
+        raise AssertionError(f"unhandled event {type(event).__name__}")
+    return handler(event)
 
 
 # --------------------------------------------------------------------------- text messages
@@ -421,3 +412,15 @@ def handle_message_deleted(event: MessageDeleted) -> str:
     )
     logger.info("message deleted: channel=%s msg=%s", cid, event.message_id)
     return "forgotten"
+
+
+# Each internal event type's handler.
+_HANDLERS: dict[type, Callable[[Any], str]] = {
+    TextMessage: handle_text,
+    AppAdded: handle_app_added,
+    UserJoined: handle_user_joined,
+    UserLeft: handle_user_left,
+    ConversationDeleted: handle_conversation_deleted,
+    ButtonClicked: handle_button,
+    MessageDeleted: handle_message_deleted,
+}
