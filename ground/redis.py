@@ -8,6 +8,7 @@ leaves pooled connections dead), so the webhook answers 503 instead of hanging.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
 
 import redis
@@ -31,11 +32,21 @@ def get_redis() -> redis.Redis:
     )
 
 
-def forget_channel_keys(channel_id: str) -> int:
-    """Delete every key of Jeeves' that names the channel (window, text claim checks, member cache,
-    extraction locks, once-only markers): what a purged channel may not leave even in memory."""
+def family_keys(family: keys.Family, *leading: str) -> Iterator[str]:
+    """The family's keys in Redis now (those whose first parts are `leading`), found by SCAN."""
+    return get_redis().scan_iter(match=family.pattern(*leading), count=500)
+
+
+def delete_matching(pattern: str) -> int:
+    """Delete the keys SCAN MATCH `pattern` finds; how many there were."""
     client = get_redis()
-    found = list(client.scan_iter(match=keys.naming_channel(channel_id), count=1000))
+    found = list(client.scan_iter(match=pattern, count=1000))
     if found:
         client.delete(*found)
     return len(found)
+
+
+def forget_channel_keys(channel_id: str) -> int:
+    """Delete every key of Jeeves' that names the channel (window, text claim checks, member cache,
+    extraction locks, once-only markers): what a purged channel may not leave even in memory."""
+    return delete_matching(keys.naming_channel(channel_id))

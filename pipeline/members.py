@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from ground import keys
-from ground.redis import get_redis
+from ground.redis import family_keys, get_redis
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,4 @@ def flush(channel_id: str) -> None:
 def remove_everywhere(user_id: str) -> int:
     """Drop `user_id` from every channel's member cache (a personal data request); returns caches touched."""
     client = get_redis()
-    touched = 0
-    for key in client.scan_iter(match=keys.MEMBERS.pattern(), count=500):
-        touched += client.hdel(key, user_id)
-    return touched
+    return sum(client.hdel(key, user_id) for key in family_keys(keys.MEMBERS))

@@ -19,7 +19,7 @@ from django.conf import settings
 from redis.client import Pipeline
 
 from ground import keys
-from ground.redis import get_redis
+from ground.redis import family_keys, get_redis
 
 T = TypeVar("T")
 
@@ -120,7 +120,7 @@ def remove_author(author_id: str) -> int:
     """Drop every message `author_id` wrote from every window (a personal data request); returns how many."""
     client = get_redis()
     removed = 0
-    for key in client.scan_iter(match=keys.WINDOW.pattern(), count=500):
+    for key in family_keys(keys.WINDOW):
         for raw in client.lrange(key, 0, -1):
             if WindowMessage.from_json(raw).author_id == author_id:
                 removed += client.lrem(key, 1, raw)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.dispatch import receiver
 
 from ground import keys
-from ground.redis import get_redis
+from ground.redis import delete_matching
 from knowledge import channels
 from knowledge.models import ChannelState
 from pipeline import window
@@ -50,8 +50,4 @@ def forget_recent(channel_id: str) -> None:
 
 
 def purge_pending_text(channel_id: str) -> int:
-    client = get_redis()
-    found = list(client.scan_iter(match=keys.CLAIM_CHECK.pattern(channel_id), count=500))
-    if found:
-        client.delete(*found)
-    return len(found)
+    return delete_matching(keys.CLAIM_CHECK.pattern(channel_id))
