@@ -178,8 +178,8 @@ class _Search:
 
             return fetch
 
-        # Generic plans for the small statements; the full-text and semantic ones planned for their words and
-        # their scope every time (see paths.configure_session).
+        # Generic plans for all but the semantic statement, planned for its scope every time (see
+        # paths.configure_session).
         if "structured" in plan.paths:
             paths.structured(plan, scope, cfg, fetch=collect("structured", True))
         if "semantic" in plan.paths:
@@ -187,7 +187,7 @@ class _Search:
             if semantic is not None:
                 out["semantic"] = parallel.Statement(*semantic)
         if "fulltext" in plan.paths:
-            paths.fulltext(plan, scope, cfg, fetch=collect("fulltext", False))
+            paths.fulltext(plan, scope, cfg, fetch=collect("fulltext", True))
         if "graph" in plan.paths:
             paths.graph(plan, scope, cfg, fetch=collect("graph", True))
         if "summary" in plan.paths:

@@ -105,8 +105,8 @@ def test_the_offline_plans_accounting_row_is_written_beside_the_paths(channel_wo
 
 def test_pool_connections_run_the_small_paths_with_generic_plans(channel_world):
     """On retrieval's own connections the structured, graph and summary paths and the hydration (entities
-    included) are prepared statements run with their generic plan: planned once per connection, not per question.
-    The full-text and semantic paths are planned for their words and their scope every time."""
+    included) and the full-text path are prepared statements run with their generic plan: planned once per
+    connection, not per question. The semantic path is planned for its scope every time."""
     ch, _other, alice = channel_world
     scope = RetrievalScope.for_asker(ch.channel_id, alice)
     cfg = dataclasses.replace(RetrievalConfig.from_settings(), path_threads=1)
@@ -129,7 +129,7 @@ def test_pool_connections_run_the_small_paths_with_generic_plans(channel_world):
     assert all(custom == 0 and generic >= 1 for _sql, generic, custom in prepared)
     statements = " ".join(sql for sql, _g, _c in prepared)
     assert "entity_relationships" in statements  # the graph path
-    assert not any(sql.lstrip().startswith("WITH q AS MATERIALIZED") for sql, _g, _c in prepared)  # full text
+    assert any(sql.lstrip().startswith("WITH q AS MATERIALIZED") for sql, _g, _c in prepared)  # full text
     assert not any("embedding <=>" in sql and "scoped AS MATERIALIZED" in sql for sql, _g, _c in prepared)
     assert any("FROM hits h JOIN entities" in sql for sql, _g, _c in prepared)  # the entities' hydration
     parallel.close()
