@@ -8,6 +8,7 @@ import dataclasses
 import io
 import json
 import logging
+import os
 import secrets
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -219,13 +220,14 @@ def test_an_expired_claim_check_is_dropped_and_counted(pipeline_worker, jeeves_c
 @pytest.mark.timeout(3600)
 def test_dev_set_through_the_real_pipeline(live_server, pipeline_worker, jeeves_cfg, tmp_path):
     """The README figures: every dev conversation replayed through bridge → worker → Postgres, scored."""
+    out = Path(os.environ.get("JEEVES_E2E_OUT", "/tmp"))  # a directory of one's own: runs side by side
     result = _replay(evalset.EVALSET_DEV, live_server.url)
-    Path("/tmp/jeeves-dev-replay.json").write_text(json.dumps(result, indent=1, default=str))
+    (out / "jeeves-dev-replay.json").write_text(json.dumps(result, indent=1, default=str))
     convs = {c["id"]: c for c in (evalset.load(p.stem) for p in sorted(evalset.EVALSET_DEV.glob("conv-*.json")))}
     report = eval_cli.score({c["conversation"]: (convs[c["conversation"]], c) for c in result["channels"]})
     rows, probes, report["answers"] = eval_cli.answers(evalset.EVALSET_DEV, convs)
     report["questions"], report["cross_channel"] = eval_cli.questions(rows), eval_cli.cross_channel(probes)
-    Path("/tmp/jeeves-dev-eval.json").write_text(json.dumps(report, indent=1, default=str))
+    (out / "jeeves-dev-eval.json").write_text(json.dumps({**report, "per_question": rows}, indent=1, default=str))
     print(eval_cli.render(report, verbose=True))
     print(json.dumps({k: report[k] for k in ("answers", "questions", "cross_channel")}, indent=1, default=str))
     # The learned engine through the real stack on dev (README): decisions F1 0.56, actions 0.84.
