@@ -114,12 +114,14 @@ def run(channel: ChannelConfig) -> RunReport:
 
 
 def _through_last(win: list[WindowMessage], pending: set[str]) -> list[WindowMessage]:
-    """The window up to its last pending message: what the offline engine reads, as the model's prompt does
-    (`window.excerpt`). The messages after it are not classified yet and are the next run's: read now, they
-    joined records of this run as evidence that was never extracted, and the engine saw a different future
-    than it was fitted with (in process, `pipeline.offline.replay`, a burst never sees past itself)."""
+    """The window up to its last pending message and at most `offline.LOOKAHEAD` messages after it, when they
+    have arrived: what the offline engine reads, as the simulator (`pipeline.offline.replay`) gives it. The
+    messages after the last pending one are the next run's (not classified yet): read without a bound, a
+    record of this run gathered them as evidence by the dozen (a self-commitment took its owner's next six
+    messages and their dates); read not at all, the last pending message was scored without the next one its
+    heads are fitted with, and a request answered in the next run was lost."""
     last = max((k for k, m in enumerate(win) if m.id in pending), default=-1)
-    return win[: last + 1]
+    return win[: last + 1 + offline.LOOKAHEAD] if last >= 0 else []
 
 
 # --------------------------------------------------------------------------- the prompt

@@ -38,6 +38,12 @@ from pipeline.schemas import (
 )
 from pipeline.window import WindowMessage
 
+# Messages after the last pending one that the engine reads (when they are there), in the stack as in the
+# simulator: the Tier 2 heads are fitted with each message's next one as a feature, and a request answered in
+# the next run ("please book it" / "will do Monday") was otherwise read without its reply, then never again
+# as a record of its own (its first message no longer pending). Records still rest on a pending message first.
+LOOKAHEAD = 1
+
 _FIGURE = re.compile(r"\d")
 _RATIONALE = re.compile(r"\b(?:because|since|so that|given that|due to)\b\s+(.{8,200})", re.IGNORECASE)
 
@@ -180,7 +186,9 @@ def _actions(w: _Window) -> list[_Record]:
             if r.owner and r.owner.user_id == msg.author_id and i - r.evidence[-1] <= 2 * params["join_gap"]
         ]
         short = w.words(i) <= params["ack_words"]
-        if mine and (not anchor or short or w.cosine(i, mine[-1].anchor) >= params["join_cosine"]):
+        # A request to someone else ("@kim please check the cabs") is not its author's note on their own task.
+        asks_another = anchor and bool(w.addressees[i]) and not w.scored.over("owner_is_author", i)
+        if mine and not asks_another and (not anchor or short or w.cosine(i, mine[-1].anchor) >= params["join_cosine"]):
             target = mine[-1]
             target.evidence.append(i)
             if w.scored.over("update", i) and i - target.anchor > 1:

@@ -2,7 +2,8 @@
 
 Per conversation: the bridge lets through `Conversation.heard`; Tier 1 classifies each message with
 the window before it; the window keeps the last 30 messages; extraction runs in bursts like the
-debounced extractor (at 10 pending messages, or 3 messages after a high-signal one). Secure mode
+debounced extractor (at 10 pending messages, or 3 messages after a high-signal one) and reads, as the
+stack's does, the `LOOKAHEAD` heard messages after the burst's last one. Secure mode
 flushes the window as the bridge does (docs/guarantees.md §3): what is pending is extracted first (a
 live channel's debounced run had long done so), and what follows is read without what came before.
 Scored as the evalsets' README says (decisions/actions matched by evidence overlap, owner, deadline,
@@ -22,7 +23,7 @@ from knowledge.verbatim import longest_common_run
 from pipeline.offline import model, restate
 from pipeline.offline.classify import classify
 from pipeline.offline.corpus import Conversation
-from pipeline.offline.extract import extract
+from pipeline.offline.extract import LOOKAHEAD, extract
 from pipeline.schemas import ExtractedAction, ExtractResult
 
 WINDOW = 30
@@ -44,10 +45,24 @@ def run(conv: Conversation, engine: model.Engine, *, labels: bool = True) -> Rep
     countdown: int | None = None
     found: dict[str, list] = {k: [] for k in ("decisions", "actions", "entities", "relationships", "signals")}
 
+    heard = {m.id for m in conv.heard}
+    position = {m.id: k for k, m in enumerate(conv.messages)}
+
+    def ahead() -> list:
+        """The heard messages after the last pending one that the engine reads too (`LOOKAHEAD`), as if they
+        had arrived while the burst was being classified; never past secure mode, which flushes the window."""
+        out: list = []
+        for message in conv.messages[position[pending[-1]] + 1 :]:
+            if len(out) >= LOOKAHEAD or message.id in conv.secured:
+                break
+            if message.id in heard:
+                out.append(message)
+        return out
+
     def burst() -> None:
         nonlocal pending, countdown
         if pending:
-            result = extract(list(window), conv.ctx, set(pending), engine=engine)
+            result = extract([*window, *ahead()][-WINDOW:], conv.ctx, set(pending), engine=engine)
             for kind in found:
                 if kind == "actions":
                     for action in result.actions:
@@ -56,7 +71,6 @@ def run(conv: Conversation, engine: model.Engine, *, labels: bool = True) -> Rep
                     found[kind].extend(getattr(result, kind))
         pending, countdown = [], None
 
-    heard = {m.id for m in conv.heard}
     for message in conv.messages:
         if message.id in conv.secured:
             burst()

@@ -393,11 +393,12 @@ def test_tier_one_and_tier_two_write_one_signal_per_message(jeeves_settings, red
     assert [ids for ids, n in resting_on.items() if n > 1] == []
 
 
-def test_the_offline_engine_reads_up_to_the_last_classified_message_and_a_later_move_continues_the_action(
-    jeeves_settings, redis_client
+def test_the_offline_engine_reads_one_message_past_the_last_classified_one_and_a_later_move_continues_the_action(
+    jeeves_settings, redis_client, monkeypatch
 ):
-    """The offline engine sees what the model's prompt would: nothing after the last pending message (not
-    classified yet, the next run's). The owner's date in the next run updates the action stored before."""
+    """The offline engine reads the window up to the last pending message and `offline.LOOKAHEAD` (one) message
+    after it, as the simulator does; what is further on (not classified yet) is the next run's. The owner's
+    date in the next run updates the action stored before."""
     from pipeline.members import Member
 
     ana, ben = (f"{uuid.uuid4()}@wire.example" for _ in range(2))
@@ -410,24 +411,37 @@ def test_the_offline_engine_reads_up_to_the_last_classified_message_and_a_later_
     said = [
         ("r1", ana, "the loading bay lights flicker again and the electrician wants the floor plan", []),
         ("r2", ana, "@ben can you send the electrician the floor plan of the loading bay?", [ben]),
-        ("r3", ben, "sorry, that slips to Thursday", []),
+        ("r3", ben, "ok, will do", []),
+        ("r4", ben, "sorry, that slips to Thursday", []),
     ]
     at = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)  # a Monday
     for n, (wire_msg_id, author, text, mentions) in enumerate(said):
         sent = at.replace(minute=n)
         receipts.record_receipt(channel.channel_id, wire_msg_id, author_id=author, sent_at=sent)
         window.push(channel.channel_id, window.WindowMessage(wire_msg_id, author, sent, text, mentions))
-    for wire_msg_id in ("r1", "r2"):  # the reply is in the window, still being classified
+    assert offline.LOOKAHEAD == 1
+    read: list[list[str]] = []
+    engine = offline.extract
+
+    def spy(win, ctx, pending):
+        read.append([m.id for m in win])
+        return engine(win, ctx, pending)
+
+    monkeypatch.setattr(offline, "extract", spy)
+    for wire_msg_id in ("r1", "r2"):  # the next two are in the window, still being classified
         receipts.mark_receipt(channel.channel_id, wire_msg_id, outcome="pending_extract", tier=1)
         debounce.note_classified(channel.channel_id, wire_msg_id)
 
     extract.run(channel)
+    assert read == [["r1", "r2", "r3"]]
     [action] = Action.objects.filter(channel=channel)
-    assert action.source_ref["wire_msg_ids"] == ["r2"] and action.deadline is None and action.owner_id == ben
+    assert action.source_ref["wire_msg_ids"] == ["r2", "r3"] and action.deadline is None and action.owner_id == ben
 
-    receipts.mark_receipt(channel.channel_id, "r3", outcome="pending_extract", tier=1)
-    debounce.note_classified(channel.channel_id, "r3")
+    for wire_msg_id in ("r3", "r4"):
+        receipts.mark_receipt(channel.channel_id, wire_msg_id, outcome="pending_extract", tier=1)
+        debounce.note_classified(channel.channel_id, wire_msg_id)
     extract.run(channel)
+    assert read[1] == ["r1", "r2", "r3", "r4"]
     [action] = Action.objects.filter(channel=channel)
-    assert action.source_ref["wire_msg_ids"] == ["r2", "r3"]
+    assert action.source_ref["wire_msg_ids"] == ["r2", "r3", "r4"]
     assert action.deadline.date().isoformat() == "2026-05-07"

@@ -352,3 +352,14 @@ def test_a_done_report_dates_what_happened_not_the_deadline() -> None:
     [action] = [a for a in extract(msgs, CTX).actions if "m1" in a.source_msg_ids]
     assert action.owner_id == BEN.user_id
     assert action.deadline == date(2026, 5, 8)
+
+
+def test_a_request_to_another_member_is_not_the_authors_note_on_their_own_task() -> None:
+    msgs = window(
+        (BEN, "I'll repaint the bike shed door tomorrow"),
+        (CARA, "great, thanks"),
+        (BEN, "@ana please grab the green paint on your way in"),
+        (ANA, "sure"),
+    )
+    by_owner = {a.owner_id: a.source_msg_ids for a in extract(msgs, CTX).actions}
+    assert by_owner == {BEN.user_id: ["m1"], ANA.user_id: ["m3", "m4"]}

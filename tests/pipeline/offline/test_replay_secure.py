@@ -66,3 +66,29 @@ def test_a_pause_drops_its_stretch_and_keeps_the_window(monkeypatch):
     seen, bursts = _runs(monkeypatch, conv)
     assert bursts == [(["m1", "m2", "m6"], ["m1", "m2", "m6"])]
     assert seen == [[], ["m1"], ["m1", "m2"]]
+
+
+def test_a_burst_reads_the_next_heard_message_as_the_stack_does(monkeypatch):
+    """Each extraction reads `LOOKAHEAD` heard messages past its last pending one (the stack's extraction reads
+    them when they have arrived), skipping talk to Jeeves, and never past secure mode."""
+    said = [
+        (ANA, "the greenhouse sprinkler timer needs a new battery", False),
+        (TOM, "I can pick one up at the hardware shop", False),
+        (TOM, "@jeeves what did we say about the timer?", True),
+        (ANA, "lovely, thanks Tom", False),
+        (ANA, "also the compost bins are full again", False),
+        (TOM, "@jeeves secure mode", True),
+        (ANA, "door code for the shed is in the drawer", False),
+    ]
+    conv = corpus.from_dict(
+        evalset.small_conversation(
+            "lookahead", said, channel="00000000-0000-4000-8000-0000000000c3", ts="2026-06-0{k}T09:00:00Z"
+        )
+    )
+    monkeypatch.setattr(replay, "BATCH", 2)
+    monkeypatch.setattr(replay, "LOOKAHEAD", 1)
+    _, bursts = _runs(monkeypatch, conv)
+    assert bursts == [
+        (["m1", "m2", "m4"], ["m1", "m2"]),  # the reply after the burst, not the question to Jeeves
+        (["m1", "m2", "m4", "m5"], ["m4", "m5"]),  # nothing past secure mode
+    ]
