@@ -190,6 +190,18 @@ _FRAME = re.compile(
     r"|we'?re going to|we are going to|we go with|going with|we'?re|we are)\s+",
     re.IGNORECASE,
 )
+# A label before a colon or a dash that says only that something is being decided or changed ("Change of
+# plan —", "Make it official:", "Reversing myself:") frames the decision; a label naming its subject
+# ("Payment terms:", "Q3 budget —") is part of it and stays.
+_LABEL = re.compile(r"^([^:\u2013\u2014]{1,40}?)\s*(?::|\s[-\u2013\u2014])\s+")
+_FRAMING_WORDS = frozenset(
+    """decided decide decision decisions official officially final finally plan plans planned change changes changing
+    changed switch switching reverse reversing reversed reverting revert go going do done make made call verdict agreed
+    agree approved confirmed confirm settled ruling update updated new rule myself ourselves again instead then so ok
+    okay right fine yes alright""".split()
+)
+# A question the team said yes to is what they decided: "shall I book the hall?" → "Ana will book the hall".
+_ASKED = re.compile(r"^(?i:shall|should|can|could)\s+(the team|[A-Z][\w'-]*)\s+(?=\w)")
 _DANGLING = {
     "a", "an", "the", "and", "or", "but", "to", "of", "for", "with", "on", "in", "at", "by", "from", "as", "that",
     "which", "is", "are", "be", "will", "would", "their", "its", "it's", "this", "these", "so", "if", "than", "then",
@@ -242,9 +254,31 @@ def _main_sentence(text: str) -> str:
 def normal_form(text: str, actor: str, addressee: str | None = None) -> str:
     """A third-person clause restating the message's main sentence without its chat framing."""
     core = clean(_main_sentence(clean(text)))
-    core = _FRAME.sub("", core)
+    core = _without_label(_FRAME.sub("", core))
     core = _first_clause(core).strip(" ,;:-.?!")
     return third_person(core, actor, addressee).strip()
+
+
+def as_decided(clause: str) -> str:
+    """A decision restated from the question the team said yes to, as what was decided: "Shall Ana book
+    the hall" → "Ana will book the hall", "can the team move it" → "the team will move it"."""
+    if asked := _ASKED.match(clause):
+        return f"{asked.group(1)} will {clause[asked.end() :]}"
+    return clause
+
+
+def _without_label(text: str) -> str:
+    """`text` without a leading label made only of framing words (`_FRAMING_WORDS` and small words, no
+    figure), when at least three words follow it."""
+    match = _LABEL.match(text)
+    if not match:
+        return text
+    label = re.findall(r"[a-z']+", match.group(1).casefold())
+    rest = text[match.end() :]
+    framing = label and not re.search(r"\d", match.group(1)) and all(w in _FRAMING_WORDS or w in _STOP for w in label)
+    if framing and len(rest.split()) >= 3:
+        return clean(rest)
+    return text
 
 
 def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str:

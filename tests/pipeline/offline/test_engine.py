@@ -363,3 +363,31 @@ def test_a_request_to_another_member_is_not_the_authors_note_on_their_own_task()
     )
     by_owner = {a.owner_id: a.source_msg_ids for a in extract(msgs, CTX).actions}
     assert by_owner == {BEN.user_id: ["m1"], ANA.user_id: ["m3", "m4"]}
+
+
+def test_a_label_that_only_frames_a_decision_is_not_stored_but_one_naming_its_subject_is() -> None:
+    from pipeline.offline.restate import normal_form
+
+    framed = {
+        "Change of plan — the kiosk stays open until nine on Saturdays": "the kiosk stays open until nine",
+        "Make it official: every invoice over 2k gets a purchase order": "every invoice over 2k gets",
+        "reversing myself: the contractor keeps her laptop after all": "the contractor keeps her laptop",
+        "Plan: we repaint the loading bay before the audit": "the team repaint the loading bay",
+    }
+    for said, kept in framed.items():
+        restated = normal_form(said, "Ana")
+        assert restated.startswith(kept), restated
+    for said in ("Parking permits: two per team from March", "Q4 roadmap — search ships before billing"):
+        assert normal_form(said, "Ana").split()[:2] == said.split()[:2]  # the subject stays
+
+
+def test_a_question_the_team_said_yes_to_is_stored_as_what_was_decided() -> None:
+    from pipeline.offline.restate import as_decided, normal_form
+
+    assert as_decided(normal_form("shall I order the new badges for the visitors?", "Cara")) == (
+        "Cara will order the new badges for the visitors"
+    )
+    assert as_decided(normal_form("Could we push the pilot to the week after?", "Ben")).startswith(
+        "the team will push the pilot"
+    )
+    assert as_decided("May revenue came in above plan") == "May revenue came in above plan"  # a month, not a modal
