@@ -88,6 +88,8 @@ _START = re.compile(
     r"\b(?:start|starts|starting|started|begin|begins|beginning|kick(?:s|ing)? off)\b(?:\W+\w+){0,3}?\W+(?:on\s+)?$"
     r"|\bfrom\s+$"
 )
+# An indefinite weekday is no date: "a Tuesday slot", "every Friday", "a standing Monday call".
+_INDEFINITE = re.compile(r"\b(?:an?|every|each|any)\s+(?:(?:standing|regular|recurring|weekly|usual|normal)\s+)?$")
 _AFTER_NOT = re.compile(r"^\W{0,3}(?:ago|at the earliest|earliest|onwards?)\b")
 _CONDITION = re.compile(r"\b(?:if|once|as soon as|assuming|provided)\b[^.!?;,]*$")
 
@@ -242,6 +244,8 @@ def _rules_out(text: str, start: int, end: int, kind: str) -> bool:
     """Is the date at text[start:end] no deadline: negated, possessive, past, a start or a lower bound?"""
     before, after = text[:start], text[end:]
     if _NEGATED.search(before) or _PAST.search(before) or _AFTER_NOT.match(after) or after.startswith("'s"):
+        return True
+    if kind == "weekday" and _INDEFINITE.search(before):
         return True
     return kind not in ("before", "before_then") and bool(_START.search(before[_clause_start(text, start) :]))
 

@@ -315,6 +315,41 @@ _REPORTS_DONE = re.compile(
 )
 
 
+_SENTENCE_END = re.compile(r"[.!?\n]")
+_JOINT = re.compile(r"^[\s,&]*(?:and\s+)?$")
+
+
+def _own_part(w: _Window, record: _Record, text: str) -> str:
+    """`text` without what it asks of other members: from an @mention of someone other than the owner to the
+    next @mention or the end of its sentence, unless the author commits to it there ("@ana I'll send it
+    Friday" stays) or the owner is addressed with them ("@ana @ben both by Friday"). "I'll sign today, then
+    @dan please submit by the 13th": the 13th is Dan's."""
+    owner = record.owner.user_id if record.owner else None
+    others = [m for m in w.ctx.members if m.handle and m.user_id != owner and m.user_id not in w.ctx.bot_ids]
+    if "@" not in text or not others:
+        return text
+    marks = sorted(
+        (found.start(), found.end(), member.user_id)
+        for member in [*others, *([record.owner] if record.owner and record.owner.handle else [])]
+        for found in re.finditer(rf"@{re.escape(member.handle)}\b", text, re.IGNORECASE)
+    )
+    kept, at = [], 0
+    for k, (start, end, user_id) in enumerate(marks):
+        if user_id == owner or start < at:
+            continue
+        if k and marks[k - 1][2] == owner and _JOINT.match(text[marks[k - 1][1] : start]):
+            continue  # addressed together with the owner
+        stop = marks[k + 1][0] if k + 1 < len(marks) else len(text)
+        if sentence_end := _SENTENCE_END.search(text, end, stop):
+            stop = sentence_end.end()
+        if _COMMITS.search(text[start:stop]):
+            continue
+        kept.append(text[at:start])
+        at = stop
+    kept.append(text[at:])
+    return " ".join(part.strip() for part in kept if part.strip())
+
+
 def _deadline(w: _Window, record: _Record):
     return _dated(w, record)[0]
 
@@ -335,8 +370,9 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
         today = deadlines.local_date(message.ts, w.ctx.timezone)
         if i == record.anchor:
             part, strict = _task_part(w, record)
+            part = _own_part(w, record, part) if part else part
             said = (deadlines.resolve(part, today) if part else None) or deadlines.resolve(
-                message.text, today, marked_only=strict
+                _own_part(w, record, message.text), today, marked_only=strict
             )
         elif message.author_id not in people:
             continue

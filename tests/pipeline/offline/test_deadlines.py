@@ -40,6 +40,10 @@ MONDAY = date(2026, 3, 2)
         ("hoping to wrap the audit trail up before June 5th", date(2026, 6, 4)),
         ("the banners printed well before the 3rd of April", date(2026, 4, 2)),
         ("by end of month", date(2026, 3, 31)),
+        # A weekday with "a" or "every" names no date.
+        ("let's grab a standing Wednesday slot for the demo", None),
+        ("the window cleaners come every Thursday", None),
+        ("I'll get a Thursday draft to you by Wednesday", date(2026, 3, 4)),
         # A time of day after (or before) a day belongs to that day.
         ("the slides by Thursday EOD please", date(2026, 3, 5)),
         ("could be Tuesday noon at a push", date(2026, 3, 3)),

@@ -391,3 +391,19 @@ def test_a_question_the_team_said_yes_to_is_stored_as_what_was_decided() -> None
         "the team will push the pilot"
     )
     assert as_decided("May revenue came in above plan") == "May revenue came in above plan"  # a month, not a modal
+
+
+def test_the_date_of_what_a_message_asks_of_another_member_is_not_the_owners() -> None:
+    msgs = window(
+        (
+            CARA,
+            "@ana please have the stall booked by Friday. @ben could you print the flyers once Ana confirms the pitch?",
+        ),
+        (BEN, "will do"),
+        (ANA, "on it"),
+    )
+    by_owner = {a.owner_id: a.deadline for a in extract(msgs, CTX).actions}
+    assert by_owner == {ANA.user_id: date(2026, 5, 8), BEN.user_id: None}
+    # Addressed together, both are given the date.
+    msgs = window((CARA, "@ana @ben the flyers and the stall both need doing by Friday"), (BEN, "will do"))
+    assert {a.deadline for a in extract(msgs, CTX).actions} == {date(2026, 5, 8)}
