@@ -268,15 +268,27 @@ def _action_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
     task = restate.task(
         record.segment if record.segment is not None else msg.text, actor, owner, w.name(answered) if answered else None
     )
+    if record.segment is not None and task and not restate.starts_with_verb(task):
+        task = f"{_gapped_verb(w, record, actor, owner)} {task}".strip()  # "@ana you take X, @ben the Y"
     if task and task.casefold().startswith(f"{owner.casefold()} "):
         text = restate.sentence(task)  # "Wendell is happy presenting it": not a "to do" form
     elif task and _NEGATED.match(task):
         text = restate.sentence(f"{owner} {task}")  # "Wendell can't sign it off", never "Wendell to can't …"
-    elif task and not restate.starts_with_verb(task) and restate.fit(restate.sentence(task), sources):
+    elif task and not restate.opens_on_task(task, msg.text) and restate.fit(restate.sentence(task), sources):
         text = restate.sentence(task)  # "New date: the launch moves …", never "Wendell to new date: …"
     else:
         text = restate.sentence(f"{owner} to {task}" if task else f"{owner} to follow up on {actor}'s request")
     return restate.fit(text, sources), sources
+
+
+def _gapped_verb(w: _Window, record: _Record, actor: str, owner: str) -> str:
+    """The verb a shared request gives once for every owner's part ("@ana you take the invoices, @ben the
+    receipts": Ben's part is to take the receipts), or "" when no part opens on one."""
+    for _, part in _segments(w.msgs[record.anchor].text, w.addressees[record.anchor]):
+        said = restate.task(part, actor, owner)
+        if said and restate.starts_with_verb(said):
+            return said.split(" ", 1)[0]
+    return ""
 
 
 _COMMITS = re.compile(r"\b(?:i'?ll|i will|i can|i'?m going to|i am going to|i'?d|will do|on it|me)\b", re.IGNORECASE)

@@ -20,10 +20,15 @@ _URL = re.compile(r"https?://\S+|www\.\S+")
 _MENTION = re.compile(r"@([\w.\-]+)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\u2b00-\u2bff\ufe0f\u200d]")
+# Chat openers: words that are never the content go with or without a mark after them ("ok", "fyi", "bad
+# news"; "update" unless it has an object: "update the sheet" is a task); words that may be the content ("all
+# three vendors", "team lunch", "status page") go only as a label ("All:", "Team,").
 _LEAD = re.compile(
-    r"^\s*((ok|okay|right|so|yes|yep|yeah|fine|alright|cool|great|well|hmm|ah|oh|and|but|also|agreed|decided"
-    r"|decision|approved|confirmed|for the record|final call|update|status|fyi|heads[ -]up|quick update|btw|team"
-    r"|all|folks|everyone|thanks|thank you|sure|sounds good|good news|bad news)\b\s*[,:;.!\-\u2013—]*\s*)+",
+    r"^\s*(?:(?:ok|okay|right|so|yes|yep|yeah|fine|alright|cool|great|well|hmm|ah|oh|and|but|also|agreed|decided"
+    r"|decision|approved|confirmed|for the record|final call|fyi|heads[ -]up|quick update|btw|thanks|thank you|sure"
+    r"|sounds good|good news|bad news|update(?!\s+(?:the|a|an|our|my|your|their|this|that|these|those|it|them)\b))"
+    r"\b\s*[,:;.!\-\u2013—]*\s*"
+    r"|(?:team|all|folks|everyone|status)\s*[,:;.!\-\u2013—]+\s*)+",
     re.IGNORECASE,
 )
 _FILLER = {
@@ -180,6 +185,17 @@ _REQUEST_LEAD = re.compile(
     re.IGNORECASE,
 )
 _ASK_FOR = re.compile(r"^.*?\b(?:can|could|may) i (?:please )?(?:have|get|grab)\s+(?:a copy of\s+)?", re.IGNORECASE)
+# An offer the owner makes ("want me to draft it?", "shall I take the Monday slot?"): what follows is their task.
+_OFFER_LEAD = re.compile(
+    r"^.*?\b(?:(?:do|would) you (?:want|like) me to|want me to|shall i|should i|happy to|i could)\s+", re.IGNORECASE
+)
+# A task said to its owner with "you" as the subject ("@ana you take the invoices") is an instruction.
+_YOU_DO = re.compile(
+    r"^(?:you|u)\s+(?!(?:are|were|have|had|can|could|should|will|would|might|must|may|do|did|need|know)\b)(?=\w)",
+    re.IGNORECASE,
+)
+_PROMISE = re.compile(r"\b(?:i'?ll|i will|i can|i'?m going to|i'?m gonna)\s+\w", re.IGNORECASE)
+_HEDGE = re.compile(r"^(?:maybe|perhaps|possibly|probably|also|just)\s+(?=\w)", re.IGNORECASE)
 _COMMIT_LEAD = re.compile(
     r"^.*?\b(?:i'?ll|i will|i can|i'?m going to|i'?m gonna|i'?m(?=\s+\w+ing\b)|i)\s+"
     r"(?:also\s+|just\s+|then\s+|go ahead and\s+)?",
@@ -284,8 +300,10 @@ def _without_label(text: str) -> str:
 def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str:
     """What an action asks or promises, without "can you"/"I'll" framing, in the third person. In a promise,
     "you" is `addressee` (whoever the owner answers), when known."""
-    cleaned = _without_vocative(clean(text), owner)
+    cleaned = _YOU_DO.sub("", _without_vocative(clean(text), owner))
     for part in sentences(cleaned) or [cleaned]:
+        if match := _OFFER_LEAD.search(part):
+            return _verb_phrase(third_person(_first_clause(part[match.end() :]), owner, addressee))
         if match := _ASK_FOR.search(part):  # "could I have the shortlist" asks for it to be sent
             return _verb_phrase(f"send {actor} " + third_person(_first_clause(part[match.end() :]), actor, owner))
         if match := _REQUEST_LEAD.search(part):
@@ -307,8 +325,21 @@ def _without_vocative(text: str, owner: str) -> str:
 
 
 def _verb_phrase(text: str) -> str:
-    text = re.sub(r"^(?:will|to|be able to|need to|have to|should|must)\s+", "", text.strip(" ,;:-.?!"), flags=re.I)
+    text = _HEDGE.sub("", text.strip(" ,;:-.?!"))  # "maybe sketch the hero" is the task "sketch the hero"
+    text = re.sub(r"^(?:will|to|be able to|need to|have to|should|must)\s+", "", text, flags=re.I)
     return base_form(text)
+
+
+def opens_on_task(phrase: str, said: str) -> bool:
+    """Does `phrase`, the task `task` found in the message `said`, open on a verb? A verb in its base form
+    does; so does a word the dictionary does not know ("prep", "diff") when the message asks someone to do
+    something or promises it ("can you …", "please …", "I'll …", "want me to …")."""
+    if starts_with_verb(phrase):
+        return True
+    first = phrase.split(" ", 1)[0].casefold()
+    if not first.isalpha() or first in _STOP or first in _DANGLING or getAllLemmas(first):
+        return False
+    return any(rx.search(part) for part in sentences(clean(said)) for rx in (_REQUEST_LEAD, _OFFER_LEAD, _PROMISE))
 
 
 def base_form(phrase: str) -> str:

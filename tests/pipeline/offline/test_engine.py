@@ -407,3 +407,25 @@ def test_the_date_of_what_a_message_asks_of_another_member_is_not_the_owners() -
     # Addressed together, both are given the date.
     msgs = window((CARA, "@ana @ben the flyers and the stall both need doing by Friday"), (BEN, "will do"))
     assert {a.deadline for a in extract(msgs, CTX).actions} == {date(2026, 5, 8)}
+
+
+def test_an_offer_an_instruction_and_a_hedged_request_are_restated_as_the_owners_task() -> None:
+    from pipeline.offline.restate import task
+
+    assert task("do you want me to chase the printer quote then?", "Cara", "Cara", "Ana").startswith(
+        "chase the printer quote"
+    )
+    assert task("shall I take the Thursday stand-up?", "Ben", "Ben", "Ana") == "take the Thursday stand-up"
+    assert task("you collect the spare keys from reception", "Ana", "Ben") == "collect the spare keys from reception"
+    assert task("maybe rewrite the intro and trim the FAQ?", "Ana", "Ben") == "rewrite the intro and trim the FAQ"
+
+
+def test_each_owner_of_a_shared_request_gets_a_task_that_reads_even_where_the_verb_is_said_once() -> None:
+    msgs = window(
+        (CARA, "@ana you update the supplier contacts sheet by Friday, @ben the delivery calendar please"),
+        (ANA, "on it"),
+        (BEN, "will do"),
+    )
+    by_owner = {a.owner_id: a.description for a in extract(msgs, CTX).actions}
+    assert by_owner.get(ANA.user_id, "").startswith("Ana to update"), by_owner
+    assert by_owner.get(BEN.user_id, "").startswith("Ben to update the delivery calendar"), by_owner
