@@ -140,7 +140,15 @@ class _Speaker:
         if form == "when":
             return f"By {self.date(due)}: {core}." if due else f"No date was set: {core}."
         when = f", by {self.date(due)}" if due and not self.names_day(record.text, due) else ""
+        if when and (weekday := self.weekday_said(core, due)):
+            # "by Friday (ACT-0004), by the 13th of March" reads as two dates: "by Friday the 13th of March".
+            core, when = core[: weekday.end()] + f" {self.date(due)}" + core[weekday.end() :], ""
         return f"{'That is still open: ' if form == 'status' else ''}{core}{when}."
+
+    def weekday_said(self, text: str, moment: datetime) -> re.Match[str] | None:
+        """Where `text` says the deadline's weekday after "by"/"on"/"until"/"before" ("by Friday"), if it does."""
+        day = moment.astimezone(self.tz).strftime("%A")
+        return re.search(rf"\b(?:by|on|until|till|before)\s+{day}\b(?!\s+(?:the\s+)?\d)", text, re.IGNORECASE)
 
     # ------------------------------------------------------------------ decisions
 

@@ -90,6 +90,15 @@ def test_a_deadline_the_task_already_names_is_not_said_twice():
     assert "the 13th of March" not in text and text.count("13th") == 1
 
 
+def test_a_weekday_the_task_names_gets_the_date_beside_it_instead_of_a_second_deadline():
+    named = dataclasses.replace(MIGRATE, text="Nadia to move the invoice archive onto cold storage by Friday")
+    first = first_sentence(answer("Who is moving the invoice archive?", [named]))
+    assert "by Friday the 13th of March" in first, first
+    assert first.count("13th") == 1
+    other = dataclasses.replace(MIGRATE, text="Nadia to move the invoice archive onto cold storage by Monday")
+    assert "by Monday (ACT-0004), by the 13th of March" in first_sentence(answer("Who is moving it?", [other]))
+
+
 def test_dates_are_the_asking_channel_s_days():
     """17:00 UTC on the 13th of March is already the 14th in Auckland: an answer there says the 14th, and so
     does the pack the model reads."""
