@@ -119,6 +119,22 @@ def record_decision(
     )
 
 
+def continue_decision(channel: ChannelConfig, *, source: dict, continues_ids: Sequence[str]) -> Decision | None:
+    """Join the messages of `source` to the earliest decision of the channel resting on one of `continues_ids`
+    (more evidence of a decision an earlier run stored: an agreement, an amendment). None when there is none:
+    a continuation never makes a decision of its own."""
+    existing = (
+        Decision.objects.filter(channel=channel, source_ref__wire_msg_ids__has_any_keys=list(continues_ids))
+        .order_by("decided_at")
+        .first()
+    )
+    if existing is None or not continues_ids:
+        return None
+    existing.source_ref = merge_source_refs(existing.source_ref, source)
+    existing.save(update_fields=["source_ref"])
+    return existing
+
+
 def _insert(
     model: type[models.Model],
     channel: ChannelConfig,

@@ -33,7 +33,7 @@ from knowledge.models import (
     Entity,
     MessageReceipt,
 )
-from knowledge.records import decision_fields, record_action, record_decision, record_signal
+from knowledge.records import continue_decision, decision_fields, record_action, record_decision, record_signal
 from knowledge.sources import SIGNAL_KEY, source_key, source_ref
 from knowledge.verbatim import VerbatimText
 from pipeline import contradictions, debounce, embed, llm, offline, prompts, window
@@ -318,6 +318,15 @@ def _write(
 
         decision_by_msg: dict[str, Decision] = {}
         for (item, ids), vector in zip(decisions, near.decisions, strict=True):
+            if item.continues:
+                continued = continue_decision(
+                    channel, source=_ref(ids, by_id), continues_ids=[i for i in ids if i not in pending]
+                )
+                if continued is not None:
+                    written["decision"].append(str(continued.pk))
+                    for i in ids:
+                        decision_by_msg.setdefault(i, continued)
+                continue
             out = write_record(
                 "decision",
                 record_decision,

@@ -100,6 +100,9 @@ class ExtractedDecision(_Schema):
     confidence: Confidence
     tags: Tags = []
     restates_existing: Annotated[str | None, BeforeValidator(_friendly_decision)] = None  # DEC-0003
+    # More evidence of a decision an earlier run stored on its first message (the offline engine's): the store
+    # extends that decision and writes none of its own.
+    continues: bool = False
 
 
 class ExtractedAction(_Schema):

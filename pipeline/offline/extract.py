@@ -544,12 +544,17 @@ def extract(
     decisions: list[ExtractedDecision] = []
     found_decisions = _decisions(w)
     for record in found_decisions:
-        if not w.pending[record.anchor]:
+        # A decision an earlier burst stored (its anchor is not pending) comes again only when a pending message
+        # joins it, resting on its anchor and that message: the store extends the decision it stored then.
+        joining = [i for i in record.evidence if w.pending[i]] if not w.pending[record.anchor] else []
+        if not w.pending[record.anchor] and not joining:
             continue
         summary, sources = _decision_text(w, record)
         if not summary:
             continue
         ids = ([record.proposal] if record.proposal is not None else []) + record.evidence
+        if joining:
+            ids = [record.anchor, *joining]
         msg_ids, tags = _cited(w, ids)
         decisions.append(
             ExtractedDecision(
@@ -559,6 +564,7 @@ def extract(
                 decided_by=list(dict.fromkeys(w.msgs[i].author_id for i in record.evidence)),
                 source_msg_ids=msg_ids,
                 confidence=w.scored.confidence("decision", max(w.scored.p("decision_ev", i) for i in record.evidence)),
+                continues=bool(joining),
             )
         )
     found_actions = _actions(w)

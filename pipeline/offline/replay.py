@@ -24,7 +24,7 @@ from pipeline.offline import model, restate
 from pipeline.offline.classify import classify
 from pipeline.offline.corpus import Conversation
 from pipeline.offline.extract import LOOKAHEAD, extract
-from pipeline.schemas import ExtractedAction, ExtractResult
+from pipeline.schemas import ExtractedAction, ExtractedDecision, ExtractResult
 
 WINDOW = 30
 BATCH = 10
@@ -67,6 +67,9 @@ def run(conv: Conversation, engine: model.Engine, *, labels: bool = True) -> Rep
                 if kind == "actions":
                     for action in result.actions:
                         _store_action(found["actions"], action, set(pending))
+                elif kind == "decisions":
+                    for decision in result.decisions:
+                        _store_decision(found["decisions"], decision, set(pending))
                 else:
                     found[kind].extend(getattr(result, kind))
         pending, countdown = [], None
@@ -93,6 +96,18 @@ def run(conv: Conversation, engine: model.Engine, *, labels: bool = True) -> Rep
     burst()
     out.result = ExtractResult(**found)
     return out
+
+
+def _store_decision(stored: list[ExtractedDecision], decision: ExtractedDecision, pending: set[str]) -> None:
+    """As `knowledge.records.continue_decision` stores it: a continuation joins its messages to the first stored
+    decision resting on one of its earlier messages, and is dropped when there is none; any other is new."""
+    if not decision.continues:
+        stored.append(decision)
+        return
+    earlier = {i for i in decision.source_msg_ids if i not in pending}
+    existing = next((d for d in stored if earlier & set(d.source_msg_ids)), None)
+    if existing is not None:
+        existing.source_msg_ids = list(dict.fromkeys([*existing.source_msg_ids, *decision.source_msg_ids]))
 
 
 def _store_action(stored: list[ExtractedAction], action: ExtractedAction, pending: set[str]) -> None:

@@ -63,6 +63,18 @@ def test_the_model_saying_restates_extends_the_source_ref(channel):
     ]
 
 
+def test_a_continuation_extends_the_decision_it_joins_and_never_makes_one(channel):
+    _decision(channel)
+    continued = records.continue_decision(
+        channel, source=sources.source_ref([("m010", T0), ("m012", T0)]), continues_ids=["m010"]
+    )
+    assert continued is not None and Decision.objects.get().source_ref["wire_msg_ids"] == ["m010", "m012"]
+    orphan = records.continue_decision(
+        channel, source=sources.source_ref([("m020", T0), ("m021", T0)]), continues_ids=["m020"]
+    )
+    assert orphan is None and Decision.objects.count() == 1
+
+
 @pytest.mark.django_db(transaction=True)
 def test_friendly_ids_are_unique_under_concurrency():
     def take(_):

@@ -429,3 +429,15 @@ def test_each_owner_of_a_shared_request_gets_a_task_that_reads_even_where_the_ve
     by_owner = {a.owner_id: a.description for a in extract(msgs, CTX).actions}
     assert by_owner.get(ANA.user_id, "").startswith("Ana to update"), by_owner
     assert by_owner.get(BEN.user_id, "").startswith("Ben to update the delivery calendar"), by_owner
+
+
+def test_an_agreement_in_a_later_burst_joins_the_decision_stored_before_it() -> None:
+    msgs = window(
+        (BEN, "do we print the catalogue in house or send it to the printers on Mill Lane?"),
+        (CARA, "decision: the catalogue goes to the Mill Lane printers, we order 400 copies"),
+        (ANA, "agreed, the Mill Lane printers it is"),
+    )
+    first = [d for d in extract(msgs, CTX, pending_ids={"m1", "m2"}).decisions if "m2" in d.source_msg_ids]
+    assert first and not first[0].continues
+    later = [d for d in extract(msgs, CTX, pending_ids={"m3"}).decisions if "m3" in d.source_msg_ids]
+    assert later and all(d.continues and "m2" in d.source_msg_ids for d in later), later
