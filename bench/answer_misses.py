@@ -1,6 +1,7 @@
 """Why answers miss: each question of a split, with the offline engine's records seeded, decomposed.
 
     .venv/bin/python bench/answer_misses.py [evalsets/train] [--dump FILE] [--quiet]
+    .venv/bin/python bench/answer_misses.py --quick    # a smoke run (CI): the first three conversations
 
 For every answerable question whose first cited record is not an expected one, the cause:
 - `absent`: no stored record overlaps the expected evidence (an extraction miss);
@@ -205,6 +206,7 @@ def main() -> None:
     parser.add_argument("--dump", metavar="FILE")
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--load", metavar="FILE", help="report from a dump instead of asking")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: the first three conversations")
     args = parser.parse_args()
     if args.load:
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
@@ -216,7 +218,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     qa = _qa_module()
     path = Path(args.path)
-    files = sorted(path.glob("conv-*.json"))
+    files = sorted(path.glob("conv-*.json"))[: 3 if args.quick else None]
     convs = {c["id"]: c for c in (json.loads(f.read_text()) for f in files)}
     tmp = Path(tempfile.mkdtemp(prefix="jeeves-bench-misses-"))
     url, cleanup = qa._bench_db(tmp)

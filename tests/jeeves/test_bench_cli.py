@@ -91,3 +91,13 @@ def test_no_benchmark_is_named_like_a_project_package():
 
     assert not set(bench.benchmarks()) & set(PROJECT)
     assert not {p.stem for p in (ROOT / "bench").glob("*.py")} & set(PROJECT)
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "bench").glob("[!_]*.py")))
+def test_every_bench_has_the_quick_smoke_run_ci_calls(script: str) -> None:
+    """scripts/bench-smoke runs every bench with --quick after the tests: a bench without it fails CI."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "--quick" in out.stdout
