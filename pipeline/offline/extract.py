@@ -141,6 +141,7 @@ def _decision_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
     core = restate.normal_form(w.msgs[core_at].text, author)
     if "?" in w.msgs[core_at].text:
         core = restate.as_decided(core)  # the question the team said yes to: what they decided
+    core = restate.as_chosen(core)
     # The decision itself, as knowledge: who decided and when are fields of the record, said by the answer.
     text = restate.sentence(core) if core else ""
     return restate.fit(text, sources), sources

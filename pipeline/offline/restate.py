@@ -283,6 +283,15 @@ def as_decided(clause: str) -> str:
     return clause
 
 
+_CHOSEN = re.compile(r"^go with\s+(?=\w)", re.IGNORECASE)
+
+
+def as_chosen(clause: str) -> str:
+    """A decision said as the order to choose ("Go with the oak finish") as what the team chose: "the team
+    goes with the oak finish"."""
+    return _CHOSEN.sub("the team goes with ", clause, count=1)
+
+
 def _without_label(text: str) -> str:
     """`text` without a leading label made only of framing words (`_FRAMING_WORDS` and small words, no
     figure), when at least three words follow it."""

@@ -441,3 +441,13 @@ def test_an_agreement_in_a_later_burst_joins_the_decision_stored_before_it() -> 
     assert first and not first[0].continues
     later = [d for d in extract(msgs, CTX, pending_ids={"m3"}).decisions if "m3" in d.source_msg_ids]
     assert later and all(d.continues and "m2" in d.source_msg_ids for d in later), later
+
+
+def test_a_decision_said_as_an_order_to_choose_is_stored_as_what_the_team_chose() -> None:
+    from pipeline.offline.restate import as_chosen
+
+    assert as_chosen("Go with the oak finish for the reception desk") == (
+        "the team goes with the oak finish for the reception desk"
+    )
+    assert as_chosen("the team goes with the oak finish") == "the team goes with the oak finish"
+    assert as_chosen("Gone with the wind") == "Gone with the wind"
