@@ -40,7 +40,7 @@ from pipeline.window import WindowMessage
 
 # Messages after the last pending one that the engine reads (when they are there), in the stack as in the
 # simulator: the Tier 2 heads are fitted with each message's next one as a feature, and a request answered in
-# the next run ("please book it" / "will do Monday") was otherwise read without its reply, then never again
+# the next run ("can you reserve the room?" / "sure, Thursday") was otherwise read without its reply, then never again
 # as a record of its own (its first message no longer pending). Records still rest on a pending message first.
 LOOKAHEAD = 1
 

@@ -22,7 +22,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\u2b00-\u2bff\ufe0f\u200d]")
 # Chat openers: words that are never the content go with or without a mark after them ("ok", "fyi", "bad
 # news"; "update" unless it has an object: "update the sheet" is a task); words that may be the content ("all
-# three vendors", "team lunch", "status page") go only as a label ("All:", "Team,").
+# three vendors", "team lunch", "status report") go only as a label ("All:", "Team,").
 _LEAD = re.compile(
     r"^\s*(?:(?:ok|okay|right|so|yes|yep|yeah|fine|alright|cool|great|well|hmm|ah|oh|and|but|also|agreed|decided"
     r"|decision|approved|confirmed|for the record|final call|fyi|heads[ -]up|quick update|btw|thanks|thank you|sure"
@@ -206,9 +206,9 @@ _FRAME = re.compile(
     r"|we'?re going to|we are going to|we go with|going with|we'?re|we are)\s+",
     re.IGNORECASE,
 )
-# A label before a colon or a dash that says only that something is being decided or changed ("Change of
-# plan —", "Make it official:", "Reversing myself:") frames the decision; a label naming its subject
-# ("Payment terms:", "Q3 budget —") is part of it and stays.
+# A label before a colon or a dash that says only that something is being decided or changed ("Plans
+# changed —", "Final decision:", "Switching again:") frames the decision; a label naming its subject
+# ("Parking permits:", "Q3 budget —") is part of it and stays.
 _LABEL = re.compile(r"^([^:\u2013\u2014]{1,40}?)\s*(?::|\s[-\u2013\u2014])\s+")
 _FRAMING_WORDS = frozenset(
     """decided decide decision decisions official officially final finally plan plans planned change changes changing
