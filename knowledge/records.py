@@ -119,16 +119,20 @@ def record_decision(
     )
 
 
+def _continued(model: type[models.Model], channel: ChannelConfig, msg_ids: Sequence[str], first_by: str):
+    """The channel's earliest record of `model` (by `first_by`) resting on one of `msg_ids`, or None."""
+    if not msg_ids:
+        return None
+    resting = model.objects.filter(channel=channel, source_ref__wire_msg_ids__has_any_keys=list(msg_ids))
+    return resting.order_by(first_by).first()
+
+
 def continue_decision(channel: ChannelConfig, *, source: dict, continues_ids: Sequence[str]) -> Decision | None:
     """Join the messages of `source` to the earliest decision of the channel resting on one of `continues_ids`
     (more evidence of a decision an earlier run stored: an agreement, an amendment). None when there is none:
     a continuation never makes a decision of its own."""
-    existing = (
-        Decision.objects.filter(channel=channel, source_ref__wire_msg_ids__has_any_keys=list(continues_ids))
-        .order_by("decided_at")
-        .first()
-    )
-    if existing is None or not continues_ids:
+    existing = _continued(Decision, channel, continues_ids, "decided_at")
+    if existing is None:
         return None
     existing.source_ref = merge_source_refs(existing.source_ref, source)
     existing.save(update_fields=["source_ref"])
@@ -223,9 +227,8 @@ def record_action(
     description = guard_text(description, sources_text) or ""
     tags = guard_tags(tags, sources_text)
     existing = Action.objects.filter(channel=channel, source_key=key).first()
-    if existing is None and continues_ids:
-        candidates = Action.objects.filter(channel=channel, source_ref__wire_msg_ids__has_any_keys=list(continues_ids))
-        existing = candidates.order_by("created_at").first()
+    if existing is None:
+        existing = _continued(Action, channel, continues_ids, "created_at")
     if existing is not None:
         existing.source_ref = merge_source_refs(existing.source_ref, source)
         fields = ["source_ref"]

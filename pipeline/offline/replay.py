@@ -98,14 +98,19 @@ def run(conv: Conversation, engine: model.Engine, *, labels: bool = True) -> Rep
     return out
 
 
+def _continued(stored: list, msg_ids: list[str], pending: set[str]):
+    """The first stored record resting on one of `msg_ids` an earlier burst extracted (not `pending`), or None."""
+    earlier = {i for i in msg_ids if i not in pending}
+    return next((r for r in stored if earlier & set(r.source_msg_ids)), None) if earlier else None
+
+
 def _store_decision(stored: list[ExtractedDecision], decision: ExtractedDecision, pending: set[str]) -> None:
     """As `knowledge.records.continue_decision` stores it: a continuation joins its messages to the first stored
     decision resting on one of its earlier messages, and is dropped when there is none; any other is new."""
     if not decision.continues:
         stored.append(decision)
         return
-    earlier = {i for i in decision.source_msg_ids if i not in pending}
-    existing = next((d for d in stored if earlier & set(d.source_msg_ids)), None)
+    existing = _continued(stored, decision.source_msg_ids, pending)
     if existing is not None:
         existing.source_msg_ids = list(dict.fromkeys([*existing.source_msg_ids, *decision.source_msg_ids]))
 
@@ -114,8 +119,7 @@ def _store_action(stored: list[ExtractedAction], action: ExtractedAction, pendin
     """As `knowledge.records.record_action` stores it: an action resting on messages an earlier burst
     extracted continues the first stored action resting on one of them (its messages joined, its deadline
     replaced when the new one states one, done once reported done, an owner when it had none); else it is new."""
-    earlier = {i for i in action.source_msg_ids if i not in pending}
-    existing = next((a for a in stored if earlier & set(a.source_msg_ids)), None) if earlier else None
+    existing = _continued(stored, action.source_msg_ids, pending)
     if existing is None:
         stored.append(action)
         return
