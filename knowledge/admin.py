@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import NamedTuple
 
 from django import forms
 from django.contrib import admin, messages
@@ -107,6 +108,56 @@ class ConfidenceBandFilter(admin.SimpleListFilter):
         return queryset
 
 
+def _actions(**table: _Review | _StateChange) -> tuple[Callable, ...]:
+    """A model admin's bulk actions from a table, by name: each row gives its `description` in the menu and
+    does its `run` on the selected rows."""
+
+    def make(name: str, row: _Review | _StateChange) -> Callable:
+        def run(self: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> None:
+            row.run(self, request, queryset, name)
+
+        run.__name__ = name
+        return admin.action(description=row.description)(run)
+
+    return tuple(make(name, row) for name, row in table.items())
+
+
+class _StateChange(NamedTuple):
+    """A channel's state change, taking the commands' own door (channels.set_state: epoch bump, secure range,
+    Redis flush on secure); the reviewer is told how many channels moved (`done`)."""
+
+    description: str
+    state: ChannelState
+    done: str
+
+    def run(self, model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet, name: str) -> None:
+        by = f"admin:{request.user.get_username()}"
+        cids = queryset.values_list("channel_id", flat=True)
+        moved = sum(channels.set_state(cid, self.state, by=by).changed for cid in cids)
+        model_admin.message_user(request, f"{moved} channel(s) {self.done}.")
+
+
+class _Review(NamedTuple):
+    """A bulk review action: what the reviewer is told was `done`, the `changes` it sets on the selected
+    records through their admin's `_review` (taken when it runs), and what the audit calls it (`audited`; by
+    default the action's name)."""
+
+    description: str
+    done: str
+    changes: Callable[[], dict[str, object]] = dict
+    audited: str = ""
+    level: int = messages.INFO
+
+    def run(self, model_admin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet, name: str) -> None:
+        count = model_admin._review(request, queryset, self.audited or name, **self.changes())
+        model_admin.message_user(request, f"{count} {model_admin.opts.verbose_name}(s) {self.done}.", level=self.level)
+
+
+def _to(status: str, *stamped: str, **fixed: object) -> Callable[[], dict[str, object]]:
+    """A review's changes: the new `status`, the `fixed` values, and the fields `stamped` with the time it runs."""
+    return lambda: {"status": status, **fixed, **dict.fromkeys(stamped, timezone.now())}
+
+
 @admin.register(ChannelConfig)
 class ChannelConfigAdmin(admin.ModelAdmin):
     list_display = ("__str__", "organisation_id", "state", "state_changed_at", "is_personal", "timezone", "left_at")
@@ -114,7 +165,18 @@ class ChannelConfigAdmin(admin.ModelAdmin):
     search_fields = ("channel_id", "channel_name", "purpose")
     # State is read-only here: it changes only through the actions below, which take the same door as
     # the commands (channels.set_state: epoch bump, secure range, Redis flush on secure).
-    actions = ("step_out", "resume", "secure_mode", "secure_mode_off")
+    actions = _actions(
+        step_out=_StateChange("Step out (pause) selected channels", ChannelState.PAUSED, "stepped out"),
+        resume=_StateChange("Resume selected channels", ChannelState.ACTIVE, "resumed"),
+        secure_mode=_StateChange(
+            "Secure mode for selected channels (flushes what Jeeves holds in memory)",
+            ChannelState.SECURE,
+            "put in secure mode",
+        ),
+        secure_mode_off=_StateChange(
+            "End secure mode for selected channels", ChannelState.ACTIVE, "out of secure mode"
+        ),
+    )
     readonly_fields = (
         "channel_id",
         "organisation_id",
@@ -168,47 +230,6 @@ class ChannelConfigAdmin(admin.ModelAdmin):
             obj.context_updated_by = f"admin:{request.user.get_username()}"
         super().save_model(request, obj, form, change)
 
-    def _set_state(self, request: HttpRequest, queryset: QuerySet, state: ChannelState, label: str) -> None:
-        by = f"admin:{request.user.get_username()}"
-        moved = sum(
-            channels.set_state(cid, state, by=by).changed for cid in queryset.values_list("channel_id", flat=True)
-        )
-        self.message_user(request, f"{moved} channel(s) {label}.")
-
-    @admin.action(description="Step out (pause) selected channels")
-    def step_out(self, request: HttpRequest, queryset: QuerySet) -> None:
-        self._set_state(request, queryset, ChannelState.PAUSED, "stepped out")
-
-    @admin.action(description="Resume selected channels")
-    def resume(self, request: HttpRequest, queryset: QuerySet) -> None:
-        self._set_state(request, queryset, ChannelState.ACTIVE, "resumed")
-
-    @admin.action(description="Secure mode for selected channels (flushes what Jeeves holds in memory)")
-    def secure_mode(self, request: HttpRequest, queryset: QuerySet) -> None:
-        self._set_state(request, queryset, ChannelState.SECURE, "put in secure mode")
-
-    @admin.action(description="End secure mode for selected channels")
-    def secure_mode_off(self, request: HttpRequest, queryset: QuerySet) -> None:
-        self._set_state(request, queryset, ChannelState.ACTIVE, "out of secure mode")
-
-
-def _review_action(
-    action: str,
-    description: str,
-    said: str,
-    changes: Callable[[], dict[str, object]] = dict,
-    level: int = messages.INFO,
-):
-    """A bulk review action: `changes()` (taken when it runs) set on the selected records through their
-    admin's `_review`, audited as `action`; then `said`, with the count, to the reviewer."""
-
-    @admin.action(description=description)
-    def run(self, request: HttpRequest, queryset: QuerySet) -> None:
-        count = self._review(request, queryset, action, **changes())
-        self.message_user(request, said.format(count), level=level)
-
-    return run
-
 
 class ReviewedAdmin(ReadOnlyAdmin):
     """A record the review desk changes: its review history shown on it."""
@@ -222,7 +243,13 @@ class ReviewedAdmin(ReadOnlyAdmin):
 
 class ExtractedAdmin(ReviewedAdmin):
     """A decision or an action: where it comes from (its messages' ids and times, never their text) and its
-    channel, instead of the raw source_ref and search vector."""
+    channel, instead of the raw source_ref and search vector. Its form: the record's number and channel,
+    its own fields in rows (`own_fields`, listed: the model's order puts the columns every extracted record
+    has, models.ExtractedRecord, first), then its source and review history. Its list filters: status,
+    confidence, the moment that dates it (`moment`) and channel."""
+
+    own_fields: tuple = ()
+    moment = ""
 
     exclude = ("search_vector", "source_ref")
     readonly_fields = ("source", "review_history")
@@ -232,15 +259,43 @@ class ExtractedAdmin(ReviewedAdmin):
     def source(self, obj: Decision | Action) -> str:
         return format_html("{} — channel {}", _source(obj.source_ref), obj.channel)
 
+    def get_fields(self, request: HttpRequest, obj: Decision | Action | None = None) -> tuple:
+        return (("friendly_id", "channel", "organisation_id"), *self.own_fields, "source", "review_history")
+
+    def get_list_filter(self, request: HttpRequest) -> tuple:
+        return ("status", ConfidenceBandFilter, (self.moment, admin.DateFieldListFilter), "channel")
+
 
 @admin.register(Decision)
 class DecisionAdmin(ExtractedAdmin):
     list_display = ("friendly_id", "summary", "channel", "status", "confidence", "decided", "reviewed_at")
-    list_filter = ("status", ConfidenceBandFilter, ("decided_at", admin.DateFieldListFilter), "channel")
     search_fields = ("summary", "rationale", "friendly_id")
+    moment = "decided_at"
+    own_fields = (
+        ("summary", "rationale"),
+        ("decided_by", "decided_at", "valid_until"),
+        ("confidence", "status", "superseded_by"),
+        "tags",
+        ("source_key", "extraction_model", "restatement", "prompt_version"),
+        ("reviewed_at", "reviewed_by", "created_at"),
+    )
     date_hierarchy = "decided_at"
     ordering = ("-decided_at",)
-    actions = ("confirm", "supersede", "reverse", "reject")
+    actions = _actions(
+        confirm=_Review("Confirm selected decisions", "confirmed"),
+        supersede=_Review(
+            "Mark selected decisions superseded", "marked superseded", _to(DecisionStatus.SUPERSEDED, "valid_until")
+        ),
+        reverse=_Review(
+            "Mark selected decisions reversed", "marked reversed", _to(DecisionStatus.REVERSED, "valid_until")
+        ),
+        reject=_Review(
+            "Reject selected decisions (not a real decision)",
+            "rejected",
+            _to(DecisionStatus.REJECTED),
+            level=messages.WARNING,
+        ),
+    )
 
     @admin.display(description="decided (the channel's time)", ordering="decided_at")
     def decided(self, obj: Decision) -> str:
@@ -249,27 +304,6 @@ class DecisionAdmin(ExtractedAdmin):
     def _review(self, request: HttpRequest, queryset: QuerySet, action: str, **fields: object) -> int:
         fields = {"reviewed_at": timezone.now(), "reviewed_by": _actor(request), **fields}
         return review.bulk_review(queryset, actor=_actor(request), action=action, **fields)
-
-    confirm = _review_action("confirm", "Confirm selected decisions", "{} decision(s) confirmed.")
-    supersede = _review_action(
-        "supersede",
-        "Mark selected decisions superseded",
-        "{} decision(s) marked superseded.",
-        lambda: {"status": DecisionStatus.SUPERSEDED, "valid_until": timezone.now()},
-    )
-    reverse = _review_action(
-        "reverse",
-        "Mark selected decisions reversed",
-        "{} decision(s) marked reversed.",
-        lambda: {"status": DecisionStatus.REVERSED, "valid_until": timezone.now()},
-    )
-    reject = _review_action(
-        "reject",
-        "Reject selected decisions (not a real decision)",
-        "{} decision(s) rejected.",
-        lambda: {"status": DecisionStatus.REJECTED},
-        level=messages.WARNING,
-    )
 
 
 class OwnerForm(forms.Form):
@@ -299,11 +333,37 @@ def _channel_time(moment: datetime | None, channel: ChannelConfig) -> str:
 @admin.register(Action)
 class ActionAdmin(ExtractedAdmin):
     list_display = ("friendly_id", "description", "channel", "owner_name", "due", "status", "confidence")
-    list_filter = ("status", ConfidenceBandFilter, ("deadline", admin.DateFieldListFilter), "channel")
     search_fields = ("description", "owner_name", "friendly_id")
+    moment = "deadline"
+    own_fields = (
+        "description",
+        ("owner_id", "owner_name"),
+        ("deadline", "status", "staleness_at"),
+        ("confidence", "tags"),
+        ("source_key", "related_decision"),
+        ("extraction_model", "restatement", "prompt_version"),
+        ("created_at", "last_status_check", "completed_at"),
+    )
     date_hierarchy = "created_at"
     ordering = ("-created_at",)
-    actions = ("mark_done", "mark_cancelled", "reopen", "reassign_owner", "set_deadline")
+    actions = (
+        *_actions(
+            mark_done=_Review(
+                "Mark selected actions done",
+                "marked done",
+                _to(ActionStatus.DONE, "completed_at", "last_status_check"),
+                audited="done",
+            ),
+            mark_cancelled=_Review(
+                "Cancel selected actions", "cancelled", _to(ActionStatus.CANCELLED, "last_status_check"), "cancel"
+            ),
+            reopen=_Review(
+                "Reopen selected actions", "reopened", _to(ActionStatus.OPEN, "last_status_check", completed_at=None)
+            ),
+        ),
+        "reassign_owner",
+        "set_deadline",
+    )
 
     def _review(self, request: HttpRequest, queryset: QuerySet, action: str, **fields: object) -> int:
         return review.bulk_review(queryset, actor=_actor(request), action=action, **fields)
@@ -311,25 +371,6 @@ class ActionAdmin(ExtractedAdmin):
     @admin.display(description="deadline (the channel's time)", ordering="deadline")
     def due(self, obj: Action) -> str:
         return _channel_time(obj.deadline, obj.channel)
-
-    mark_done = _review_action(
-        "done",
-        "Mark selected actions done",
-        "{} action(s) marked done.",
-        lambda: {"status": ActionStatus.DONE, **dict.fromkeys(("completed_at", "last_status_check"), timezone.now())},
-    )
-    mark_cancelled = _review_action(
-        "cancel",
-        "Cancel selected actions",
-        "{} action(s) cancelled.",
-        lambda: {"status": ActionStatus.CANCELLED, "last_status_check": timezone.now()},
-    )
-    reopen = _review_action(
-        "reopen",
-        "Reopen selected actions",
-        "{} action(s) reopened.",
-        lambda: {"status": ActionStatus.OPEN, "completed_at": None, "last_status_check": timezone.now()},
-    )
 
     def _with_form(self, request: HttpRequest, queryset: QuerySet, form_class, name: str, title: str, apply):
         """An action that asks for a value first: the form, then (posted with `apply`) the change."""
@@ -432,7 +473,14 @@ class ConversationSignalAdmin(ReadOnlyAdmin):
     list_filter = ("signal_type", ConfidenceBandFilter, "channel")
     search_fields = ("summary",)
     date_hierarchy = "occurred_at"
-    exclude = ("search_vector",)
+    fields = (
+        ("channel", "organisation_id"),
+        ("signal_type", "summary"),
+        ("participants", "tags", "related_entities"),
+        ("occurred_at", "confidence"),
+        ("source_ref", "source_key"),
+        ("extraction_model", "restatement", "created_at"),
+    )
 
 
 @admin.register(Summary)

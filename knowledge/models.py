@@ -122,6 +122,55 @@ def _channel() -> models.ForeignKey:
     return models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+")
 
 
+class ExtractedRecord(models.Model):
+    """The columns of every record Tier 2 extracts from a channel's messages (a decision, an action, a signal):
+    its channel, tags, the messages it rests on (`source_ref`, `source_key`: ids, never text), the model that
+    extracted it and what its text keeps of them (`restatement`). Each kind's own columns follow these."""
+
+    id = _uuid_pk()
+    channel = _channel()
+    organisation_id = models.TextField()
+    tags = _text_array()
+    source_ref = models.JSONField()
+    source_key = _source_key()
+    extraction_model = models.TextField(null=True, blank=True)
+    restatement = _restatement()
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        abstract = True
+
+
+class NumberedRecord(ExtractedRecord):
+    """A decision or an action: numbered per channel (`friendly_id`, DEC-0007 / ACT-0012, each kind its own
+    column) and judged by the prompt that extracted it; its own columns follow these."""
+
+    confidence = models.FloatField(default=0.8, db_default=0.8)
+    prompt_version = models.TextField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+def _one_per_source(prefix: str) -> models.UniqueConstraint:
+    """An extracted record table's idempotency: one row per source in a channel (named after the table)."""
+    return models.UniqueConstraint(fields=["channel", "source_key"], name=f"{prefix}_channel_source_uniq")
+
+
+def _numbered_uniques(prefix: str) -> list[models.UniqueConstraint]:
+    """A numbered record table's constraints: its numbers and its sources, each once per channel."""
+    friendly = models.UniqueConstraint(fields=["channel", "friendly_id"], name=f"{prefix}_channel_friendly_uniq")
+    return [friendly, _one_per_source(prefix)]
+
+
+def _tags_and_text_gins(prefix: str) -> list[GinIndex]:
+    """An extracted record table's GIN indexes on its tags and its search vector (named after the table)."""
+    return [
+        GinIndex(fields=["tags"], name=f"{prefix}_tags_gin"),
+        GinIndex(fields=["search_vector"], name=f"{prefix}_search_gin"),
+    ]
+
+
 class DecisionStatus(models.TextChoices):
     ACTIVE = "active", "Active"
     SUPERSEDED = "superseded", "Superseded"
@@ -130,47 +179,32 @@ class DecisionStatus(models.TextChoices):
     REJECTED = "rejected", "Rejected by a reviewer"
 
 
-class Decision(models.Model):
+class Decision(NumberedRecord):
     """A commitment the channel made. Bi-temporal: decided_at and, once replaced, valid_until."""
 
-    id = _uuid_pk()
     friendly_id = models.TextField(help_text="DEC-0007, unique per channel")
-    channel = _channel()
-    organisation_id = models.TextField()
     summary = models.TextField()
     rationale = models.TextField(null=True, blank=True)
     decided_by = _text_array()
     decided_at = models.DateTimeField()
     valid_until = models.DateTimeField(null=True, blank=True)
-    confidence = models.FloatField(default=0.8, db_default=0.8)
     status = models.TextField(choices=DecisionStatus.choices, default=DecisionStatus.ACTIVE, db_default="active")
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, db_column="superseded_by", related_name="+"
     )
-    tags = _text_array()
-    source_ref = models.JSONField()
-    source_key = _source_key()
-    extraction_model = models.TextField(null=True, blank=True)
-    restatement = _restatement()
-    prompt_version = models.TextField(null=True, blank=True)
     reviewed_at = models.DateTimeField(null=True, blank=True)
     reviewed_by = models.TextField(null=True, blank=True)
-    created_at = models.DateTimeField(db_default=Now())
     search_vector = _search_vector("summary", "rationale")
 
     class Meta:
         db_table = "decisions"
-        constraints = [
-            models.UniqueConstraint(fields=["channel", "friendly_id"], name="decisions_channel_friendly_uniq"),
-            models.UniqueConstraint(fields=["channel", "source_key"], name="decisions_channel_source_uniq"),
-        ]
+        constraints = _numbered_uniques("decisions")
         indexes = [
             models.Index(fields=["channel", "-decided_at"], name="decisions_channel_decided_idx"),
-            GinIndex(fields=["tags"], name="decisions_tags_gin"),
             models.Index(fields=["status"], name="decisions_active_idx", condition=Q(status="active")),
             models.Index(fields=["organisation_id", "-decided_at"], name="decisions_org_decided_idx"),
             GinIndex(fields=["decided_by"], name="decisions_decided_by_gin"),
-            GinIndex(fields=["search_vector"], name="decisions_search_gin"),
+            *_tags_and_text_gins("decisions"),
         ]
 
     def __str__(self) -> str:
@@ -238,48 +272,33 @@ class ActionStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
-class Action(models.Model):
+class Action(NumberedRecord):
     """Something someone undertook (or was asked) to do."""
 
-    id = _uuid_pk()
     friendly_id = models.TextField(help_text="ACT-0012, unique per channel")
-    channel = _channel()
-    organisation_id = models.TextField()
     description = models.TextField()
     owner_id = models.TextField(null=True, blank=True, help_text="Wire user id")
     owner_name = models.TextField(null=True, blank=True, help_text="Display name at extraction time")
     deadline = models.DateTimeField(null=True, blank=True)
     status = models.TextField(choices=ActionStatus.choices, default=ActionStatus.OPEN, db_default="open")
     staleness_at = models.DateTimeField(null=True, blank=True)
-    confidence = models.FloatField(default=0.8, db_default=0.8)
-    tags = _text_array()
-    source_ref = models.JSONField()
-    source_key = _source_key()
     related_decision = models.ForeignKey(
         Decision, null=True, blank=True, on_delete=models.SET_NULL, db_column="related_decision", related_name="+"
     )
-    extraction_model = models.TextField(null=True, blank=True)
-    restatement = _restatement()
-    prompt_version = models.TextField(null=True, blank=True)
-    created_at = models.DateTimeField(db_default=Now())
     last_status_check = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     search_vector = _search_vector("description", "owner_name")
 
     class Meta:
         db_table = "actions"
-        constraints = [
-            models.UniqueConstraint(fields=["channel", "friendly_id"], name="actions_channel_friendly_uniq"),
-            models.UniqueConstraint(fields=["channel", "source_key"], name="actions_channel_source_uniq"),
-        ]
+        constraints = _numbered_uniques("actions")
         indexes = [
             models.Index(fields=["owner_id", "status"], name="actions_owner_status_idx"),
             models.Index(
                 fields=["status", "staleness_at"], name="actions_open_staleness_idx", condition=Q(status="open")
             ),
             models.Index(fields=["channel", "-created_at"], name="actions_channel_created_idx"),
-            GinIndex(fields=["tags"], name="actions_tags_gin"),
-            GinIndex(fields=["search_vector"], name="actions_search_gin"),
+            *_tags_and_text_gins("actions"),
         ]
 
     def __str__(self) -> str:
@@ -434,37 +453,25 @@ class SignalType(models.TextChoices):
     REFERENCE = "reference", "Reference"
 
 
-class ConversationSignal(models.Model):
+class ConversationSignal(ExtractedRecord):
     """A short synthesised note of what went on (1-2 sentences, never verbatim)."""
 
-    id = _uuid_pk()
-    channel = _channel()
-    organisation_id = models.TextField()
     signal_type = models.TextField(choices=SignalType.choices)
     summary = models.TextField()
     participants = _text_array()
-    tags = _text_array()
     related_entities = ArrayField(models.UUIDField(), default=list, blank=True)
     occurred_at = models.DateTimeField()
     confidence = models.FloatField(default=0.6, db_default=0.6)
-    source_ref = models.JSONField()
-    source_key = _source_key()
-    extraction_model = models.TextField(null=True, blank=True)
-    restatement = _restatement()
-    created_at = models.DateTimeField(db_default=Now())
     search_vector = _search_vector("summary")
 
     class Meta:
         db_table = "conversation_signals"
-        constraints = [
-            models.UniqueConstraint(fields=["channel", "source_key"], name="signals_channel_source_uniq"),
-        ]
+        constraints = [_one_per_source("signals")]
         indexes = [
             models.Index(fields=["channel", "-occurred_at"], name="signals_channel_occurred_idx"),
             models.Index(fields=["signal_type", "-occurred_at"], name="signals_type_occurred_idx"),
-            GinIndex(fields=["tags"], name="signals_tags_gin"),
             GinIndex(fields=["participants"], name="signals_participants_gin"),
-            GinIndex(fields=["search_vector"], name="signals_search_gin"),
+            *_tags_and_text_gins("signals"),
         ]
 
 
