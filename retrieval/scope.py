@@ -65,12 +65,17 @@ class RetrievalScope:
             " AND lc.left_at IS NOT NULL)"
         )
 
+    def _scoped(self, a: str, personal: str, channel: str) -> str:
+        """Table `a`'s predicate: in a 1:1, the organisation's rows that `personal` admits; in a channel, the
+        rows that `channel` admits, the organisation a guard."""
+        if self.personal:
+            return f"({a}.organisation_id = %(scope_org)s AND {personal})"
+        return f"({self._org_guard(a)} AND {channel})"
+
     def _records(self, a: str, mine: str) -> str:
         """A record table's predicate: in a channel, its own records; in a 1:1, the organisation's records
         that `mine` says are the asker's, never of a channel Jeeves has left."""
-        if self.personal:
-            return f"({a}.organisation_id = %(scope_org)s AND {mine} AND {self._present(a)})"
-        return f"({self._org_guard(a)} AND {a}.channel_id = %(scope_channel)s)"
+        return self._scoped(a, f"{mine} AND {self._present(a)}", f"{a}.channel_id = %(scope_channel)s")
 
     def decisions(self, a: str) -> str:
         return self._records(a, f"{a}.decided_by @> ARRAY[%(scope_user)s]::text[]")
@@ -85,33 +90,34 @@ class RetrievalScope:
         return self._records(a, f"{a}.author_id = %(scope_user)s")
 
     def summaries(self, a: str) -> str:
-        # A channel summary retells everybody's words; in a 1:1 only the asker's own person summaries qualify.
-        if self.personal:
-            # ... and none that retells a record of a channel Jeeves has left.
-            return (
-                f"({a}.organisation_id = %(scope_org)s AND {a}.scope_type = 'person' AND {a}.scope_id = %(scope_user)s"
-                " AND NOT EXISTS (SELECT 1 FROM channel_config lc WHERE lc.left_at IS NOT NULL AND lc.channel_id IN ("
-                f"SELECT sd.channel_id FROM decisions sd WHERE sd.id = ANY({a}.key_decisions)"
-                f" UNION ALL SELECT sa.channel_id FROM actions sa WHERE sa.id = ANY({a}.key_actions))))"
-            )
-        return f"({self._org_guard(a)} AND {a}.scope_type = 'channel' AND {a}.scope_id = %(scope_channel)s)"
+        # A channel summary retells everybody's words; in a 1:1 only the asker's own person summaries qualify,
+        # and none that retells a record of a channel Jeeves has left.
+        return self._scoped(
+            a,
+            f"{a}.scope_type = 'person' AND {a}.scope_id = %(scope_user)s"
+            " AND NOT EXISTS (SELECT 1 FROM channel_config lc WHERE lc.left_at IS NOT NULL AND lc.channel_id IN ("
+            f"SELECT sd.channel_id FROM decisions sd WHERE sd.id = ANY({a}.key_decisions)"
+            f" UNION ALL SELECT sa.channel_id FROM actions sa WHERE sa.id = ANY({a}.key_actions)))",
+            f"{a}.scope_type = 'channel' AND {a}.scope_id = %(scope_channel)s",
+        )
 
     def entities(self, a: str) -> str:
-        if self.personal:
-            # The asker's entities: those linked from signals the asker took part in.
-            return (
-                f"({a}.organisation_id = %(scope_org)s AND NOT {a}.deleted AND {a}.id IN ("
-                "SELECT unnest(s.related_entities) FROM conversation_signals s"
-                " WHERE s.organisation_id = %(scope_org)s AND s.participants @> ARRAY[%(scope_user)s]::text[]"
-                f" AND {self._present('s')}))"
-            )
-        return f"({self._org_guard(a)} AND NOT {a}.deleted AND {a}.channel_ids @> ARRAY[%(scope_channel)s]::text[])"
+        # In a 1:1, the asker's entities: those linked from signals the asker took part in.
+        return self._scoped(
+            a,
+            f"NOT {a}.deleted AND {a}.id IN ("
+            "SELECT unnest(s.related_entities) FROM conversation_signals s"
+            " WHERE s.organisation_id = %(scope_org)s AND s.participants @> ARRAY[%(scope_user)s]::text[]"
+            f" AND {self._present('s')})",
+            f"NOT {a}.deleted AND {a}.channel_ids @> ARRAY[%(scope_channel)s]::text[]",
+        )
 
     def relationships(self, a: str) -> str:
-        if self.personal:
-            # Endpoints are scoped by `entities` in the same query; the link itself must rest on a present channel.
-            return (
-                f"({a}.organisation_id = %(scope_org)s AND EXISTS (SELECT 1 FROM channel_config rc"
-                f" WHERE rc.channel_id = ANY({a}.channel_ids) AND rc.left_at IS NULL))"
-            )
-        return f"({self._org_guard(a)} AND {a}.channel_ids @> ARRAY[%(scope_channel)s]::text[])"
+        # In a 1:1 the endpoints are scoped by `entities` in the same query; the link itself must rest on a
+        # present channel.
+        return self._scoped(
+            a,
+            f"EXISTS (SELECT 1 FROM channel_config rc WHERE rc.channel_id = ANY({a}.channel_ids)"
+            " AND rc.left_at IS NULL)",
+            f"{a}.channel_ids @> ARRAY[%(scope_channel)s]::text[]",
+        )
