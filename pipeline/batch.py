@@ -40,6 +40,7 @@ from ground.redis import get_redis
 from knowledge import channels, forgetting
 from knowledge.models import ChannelConfig, MessageReceipt
 from pipeline import claimcheck
+from pipeline.classify import Pending
 
 logger = logging.getLogger(__name__)
 
@@ -164,17 +165,10 @@ def done(channel_id: str, wire_msg_id: str) -> bool:
     return get_redis().get(_taken_key(channel_id, wire_msg_id)) == "done"
 
 
-@dataclass(frozen=True)
-class Companion:
-    channel: ChannelConfig
-    wire_msg_id: str
-    text: str
-    over_rate: bool
-
-
-def ready(companions: list[Queued]) -> tuple[list[Companion], list[Queued]]:
-    """The companions on the plain path (see the module's docstring), with their text; and those left to
-    their own tasks. One query per kind of check for the whole batch, and one `MGET`."""
+def ready(companions: list[Queued]) -> tuple[list[Pending], list[Queued]]:
+    """The companions on the plain path (see the module's docstring), with their text, to classify (one over
+    its channel's rate by the offline engine only); and those left to their own tasks. One query per kind of
+    check for the whole batch, and one `MGET`."""
     if not companions:
         return [], []
     left: list[Queued] = []
@@ -205,12 +199,12 @@ def ready(companions: list[Queued]) -> tuple[list[Companion], list[Queued]]:
     plain = [q for q in live if (q.channel_id, q.wire_msg_id) in waiting - deleted]
     left += [q for q in live if (q.channel_id, q.wire_msg_id) not in waiting - deleted]
     texts = get_redis().mget([claimcheck.key_for(q.channel_id, q.wire_msg_id) for q in plain]) if plain else []
-    out: list[Companion] = []
+    out: list[Pending] = []
     for q, text in zip(plain, texts, strict=True):
         if text is None:
             left.append(q)  # expired: its own task counts it
         else:
-            out.append(Companion(accepted[(q.channel_id, q.epoch)], q.wire_msg_id, text, q.over_rate))  # type: ignore[arg-type]
+            out.append(Pending(accepted[(q.channel_id, q.epoch)], q.wire_msg_id, text, q.over_rate))  # type: ignore[arg-type]
     return out, left
 
 

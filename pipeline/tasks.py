@@ -103,9 +103,9 @@ def classify_message(
         companions, left = batch.ready(batch.take(channel_id, wire_msg_id, size - 1))
         batch.release([(q.channel_id, q.wire_msg_id) for q in left])  # their own tasks see to them
         for c in companions:
-            if c.over_rate:
+            if c.offline_only:  # over its channel's rate
                 counters.bump_counter(c.channel.channel_id, "classified_over_rate")
-        todo += [classify.Pending(c.channel, c.wire_msg_id, c.text, c.over_rate) for c in companions]
+        todo += companions
         taken = [(p.channel.channel_id, p.wire_msg_id) for p in todo]
         try:
             classify.classify_messages(todo)
