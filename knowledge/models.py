@@ -117,9 +117,25 @@ class ChannelConfig(models.Model):
         return self.state == ChannelState.ACTIVE and self.left_at is None
 
 
+def _link(
+    to: type[models.Model] | str,
+    column: str,
+    *,
+    optional: bool = False,
+    on_delete=models.CASCADE,
+    related_name: str = "+",
+    **extra: object,
+) -> models.ForeignKey:
+    """A row's link to a row of `to`, in `column`; `optional`: it may have none. Deleting the row linked to
+    deletes this one unless `on_delete` says otherwise; no reverse accessor unless `related_name` names one."""
+    return models.ForeignKey(
+        to, on_delete=on_delete, db_column=column, related_name=related_name, null=optional, blank=optional, **extra
+    )
+
+
 def _channel() -> models.ForeignKey:
     """The channel a row belongs to (column channel_id); deleting the channel deletes the row."""
-    return models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+")
+    return _link(ChannelConfig, "channel_id")
 
 
 class ExtractedRecord(models.Model):
@@ -189,9 +205,7 @@ class Decision(NumberedRecord):
     decided_at = models.DateTimeField()
     valid_until = models.DateTimeField(null=True, blank=True)
     status = models.TextField(choices=DecisionStatus.choices, default=DecisionStatus.ACTIVE, db_default="active")
-    superseded_by = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, db_column="superseded_by", related_name="+"
-    )
+    superseded_by = _link("self", "superseded_by", optional=True, on_delete=models.SET_NULL)
     reviewed_at = models.DateTimeField(null=True, blank=True)
     reviewed_by = models.TextField(null=True, blank=True)
     search_vector = _search_vector("summary", "rationale")
@@ -237,8 +251,8 @@ class DecisionConflict(models.Model):
     id = models.BigAutoField(primary_key=True)
     channel = _channel()
     organisation_id = models.TextField()
-    older = models.ForeignKey(Decision, on_delete=models.CASCADE, db_column="older_id", related_name="+")
-    newer = models.ForeignKey(Decision, on_delete=models.CASCADE, db_column="newer_id", related_name="+")
+    older = _link(Decision, "older_id")
+    newer = _link(Decision, "newer_id")
     verdict = models.TextField(choices=ConflictVerdict.choices)
     stated = models.BooleanField(
         default=False, db_default=False, help_text="The team said the newer replaces the older"
@@ -282,9 +296,7 @@ class Action(NumberedRecord):
     deadline = models.DateTimeField(null=True, blank=True)
     status = models.TextField(choices=ActionStatus.choices, default=ActionStatus.OPEN, db_default="open")
     staleness_at = models.DateTimeField(null=True, blank=True)
-    related_decision = models.ForeignKey(
-        Decision, null=True, blank=True, on_delete=models.SET_NULL, db_column="related_decision", related_name="+"
-    )
+    related_decision = _link(Decision, "related_decision", optional=True, on_delete=models.SET_NULL)
     last_status_check = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     search_vector = _search_vector("description", "owner_name")
@@ -360,8 +372,8 @@ class EntityRelationship(models.Model):
     """An observed link between two entities; strengthens with repetition."""
 
     id = _uuid_pk()
-    source = models.ForeignKey(Entity, on_delete=models.CASCADE, db_column="source_id", related_name="outgoing")
-    target = models.ForeignKey(Entity, on_delete=models.CASCADE, db_column="target_id", related_name="incoming")
+    source = _link(Entity, "source_id", related_name="outgoing")
+    target = _link(Entity, "target_id", related_name="incoming")
     relationship = models.TextField(
         choices=[
             ("owns", "owns"),
@@ -647,7 +659,7 @@ class EntityMention(models.Model):
     message ids. `entities.mention_count` counts these rows, so a deleted message takes its mention away."""
 
     id = models.BigAutoField(primary_key=True)
-    entity = models.ForeignKey(Entity, on_delete=models.CASCADE, db_column="entity_id", related_name="mentions")
+    entity = _link(Entity, "entity_id", related_name="mentions")
     channel_id = models.TextField()
     run_key = models.TextField(help_text="The extraction run (from its pending message ids)")
     wire_msg_ids = _text_array()
@@ -668,9 +680,7 @@ class DigestSubscription(models.Model):
     """A person's wish for the Monday 08:00 personal digest, delivered in their 1:1 with Jeeves."""
 
     id = models.BigAutoField(primary_key=True)
-    channel = models.ForeignKey(
-        ChannelConfig, on_delete=models.CASCADE, db_column="channel_id", related_name="+", help_text="The 1:1"
-    )
+    channel = _link(ChannelConfig, "channel_id", help_text="The 1:1")
     user_id = models.TextField()
     organisation_id = models.TextField()
     enabled = models.BooleanField(default=True, db_default=True)
@@ -691,18 +701,10 @@ class ReviewAudit(models.Model):
     at = models.DateTimeField(db_default=Now())
     actor = models.TextField(help_text="The reviewer's admin username")
     action = models.TextField(help_text="confirm, supersede, reverse, reject, done, cancel, reopen, reassign, …")
-    channel = models.ForeignKey(
-        ChannelConfig, null=True, blank=True, on_delete=models.CASCADE, db_column="channel_id", related_name="+"
-    )
-    decision = models.ForeignKey(
-        Decision, null=True, blank=True, on_delete=models.CASCADE, db_column="decision_id", related_name="audit"
-    )
-    action_record = models.ForeignKey(
-        Action, null=True, blank=True, on_delete=models.CASCADE, db_column="action_id", related_name="audit"
-    )
-    entity = models.ForeignKey(
-        Entity, null=True, blank=True, on_delete=models.CASCADE, db_column="entity_id", related_name="audit"
-    )
+    channel = _link(ChannelConfig, "channel_id", optional=True)
+    decision = _link(Decision, "decision_id", optional=True, related_name="audit")
+    action_record = _link(Action, "action_id", optional=True, related_name="audit")
+    entity = _link(Entity, "entity_id", optional=True, related_name="audit")
     record = models.TextField(help_text="DEC-0007, ACT-0012, or the entity's name")
     before = models.JSONField(default=dict, db_default={})
     after = models.JSONField(default=dict, db_default={})
