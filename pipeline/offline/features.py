@@ -49,9 +49,15 @@ CUE_WEIGHT = 0.5  # the cue features' scale (chosen by train cross-validation: 0
 _URL = re.compile(r"https?://\S+|www\.\S+")
 _MENTION = re.compile(r"@[\w.\-]+")
 _FIGURE = re.compile(r"\d")
-_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i'll|i've|i'd|me|my)\b")
-_WE = re.compile(r"\b(?:we|we're|we'll|we've|let's|lets|our|us)\b")
-_YOU = re.compile(r"\b(?:you|you're|you'll|your)\b")
+# The persons a message speaks in, each a scalar of its own (SCALARS names them in this order).
+_PERSONS: dict[str, re.Pattern[str]] = {
+    name: re.compile(rf"\b(?:{words})\b")
+    for name, words in {
+        "first_person": r"i|i'm|i'll|i've|i'd|me|my",
+        "we": r"we|we're|we'll|we've|let's|lets|our|us",
+        "you": r"you|you're|you'll|your",
+    }.items()
+}
 _QUESTION_WORD = re.compile(
     r"^\s*(?:who|what|when|where|why|how|which|is|are|do|does|did|can|could|should|will|would)\b"
 )
@@ -202,9 +208,7 @@ def scalars(msgs: Sequence[Msg], with_next: bool) -> np.ndarray:
                 float(m.mentions_other),
                 float(prev is None or prev.author_id != m.author_id),
                 math.log1p(max(0.0, m.minutes - prev.minutes)) / 8 if prev else 1.0,
-                float(bool(_FIRST_PERSON.search(low))),
-                float(bool(_WE.search(low))),
-                float(bool(_YOU.search(low))),
+                *(float(bool(person.search(low))) for person in _PERSONS.values()),
                 float("!" in low),
                 float(prev is None),
             ]
