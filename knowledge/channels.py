@@ -217,6 +217,4 @@ def replace_roman_token(bot_id: str, old_ciphertext: str, new_ciphertext: str) -
 
 def channel_accepts(channel_id: str, epoch: int) -> bool:
     """Consent check for workers: the channel is still active and still in the epoch the task was queued in."""
-    return ChannelConfig.objects.filter(
-        channel_id=channel_id, state=ChannelState.ACTIVE, epoch=epoch, left_at__isnull=True
-    ).exists()
+    return ChannelConfig.objects.active().filter(channel_id=channel_id, epoch=epoch).exists()

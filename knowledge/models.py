@@ -60,6 +60,12 @@ class ConversationType(models.TextChoices):
     UNKNOWN = "UNKNOWN", "Unknown (treated as a group)"
 
 
+class ChannelQuerySet(models.QuerySet):
+    def active(self) -> ChannelQuerySet:
+        """The channels Jeeves works in: active (neither paused nor secure) and not left (`is_active`)."""
+        return self.filter(state=ChannelState.ACTIVE, left_at__isnull=True)
+
+
 class ChannelConfig(models.Model):
     """One Wire conversation Jeeves sits in, its consent state and its context."""
 
@@ -103,6 +109,8 @@ class ChannelConfig(models.Model):
     locale = models.TextField(default="en", db_default="en")
     joined_at = models.DateTimeField(db_default=Now())
     left_at = models.DateTimeField(null=True, blank=True, help_text="Set when Jeeves was removed")
+
+    objects = ChannelQuerySet.as_manager()
 
     class Meta:
         db_table = "channel_config"

@@ -28,7 +28,6 @@ from knowledge.models import (
     Action,
     ActionStatus,
     ChannelConfig,
-    ChannelState,
     ConversationSignal,
     Decision,
     DecisionConflict,
@@ -127,7 +126,7 @@ def due_channels(granularity: Granularity, now: datetime) -> list[tuple[ChannelC
     A 1:1 gets no channel summary: retrieval never reads one there (docs/guarantees.md §2).
     """
     due = []
-    channels = ChannelConfig.objects.filter(state=ChannelState.ACTIVE, left_at__isnull=True, is_personal=False)
+    channels = ChannelConfig.objects.active().filter(is_personal=False)
     for channel in channels.order_by("channel_id"):
         local_now = now.astimezone(channel_zone(channel.timezone))
         if is_due(granularity, local_now):

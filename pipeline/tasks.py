@@ -28,7 +28,7 @@ from django.utils import timezone
 from ground.queues import Queue
 from ground.redis import forget_channel_keys
 from knowledge import channels, counters, forgetting, receipts
-from knowledge.models import ChannelConfig, ChannelState, MessageReceipt
+from knowledge.models import ChannelConfig, MessageReceipt
 from pipeline import claimcheck, debounce, liveness, window
 
 logger = logging.getLogger(__name__)
@@ -134,7 +134,8 @@ def extract_channel(channel_id: str, epoch: int) -> None:
     channel = _accepting(channel_id, epoch, "extract")
     if channel is None:
         current = (
-            ChannelConfig.objects.filter(channel_id=channel_id, state=ChannelState.ACTIVE, left_at__isnull=True)
+            ChannelConfig.objects.active()
+            .filter(channel_id=channel_id)
             .exclude(epoch=epoch)
             .values_list("epoch", flat=True)
             .first()
@@ -318,9 +319,7 @@ def reconcile() -> dict[str, int]:
     ).values_list("channel_id", "wire_msg_id")[:5000]:
         by_channel.setdefault(channel_id, []).append(wire_msg_id)
     for channel_id, ids in by_channel.items():
-        channel = ChannelConfig.objects.filter(
-            channel_id=channel_id, state=ChannelState.ACTIVE, left_at__isnull=True
-        ).first()
+        channel = ChannelConfig.objects.active().filter(channel_id=channel_id).first()
         if channel is None:
             continue
         waiting = debounce.pending(channel_id)
