@@ -315,7 +315,7 @@ def retrieve(
     t = time.perf_counter()
     fused = fuse(
         hits,
-        {k: r.meta for k, r in records.items()},
+        records,
         weights=cfg.path_weights,
         now=now,
         half_life_days=cfg.recency_half_life_days,

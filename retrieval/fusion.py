@@ -10,12 +10,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 RecordKey = tuple[str, str]  # (record type, record id)
 
 
-@dataclass(frozen=True)
-class RecordMeta:
+class RecordMeta(Protocol):
+    """What fusion reads of a hydrated record (retrieval.records.Record): when it occurred, how sure its
+    extractor was."""
+
     occurred_at: datetime
     confidence: float
 

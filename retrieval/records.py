@@ -12,7 +12,7 @@ from typing import Any
 from django.db import connection
 
 from retrieval import paths
-from retrieval.fusion import RecordKey, RecordMeta
+from retrieval.fusion import RecordKey
 from retrieval.scope import RetrievalScope
 
 
@@ -40,10 +40,6 @@ class Record:
     @property
     def cite_id(self) -> str:
         return self.friendly_id or self.id
-
-    @property
-    def meta(self) -> RecordMeta:
-        return RecordMeta(occurred_at=self.occurred_at, confidence=self.confidence)
 
 
 _CHANNEL_NAME = "COALESCE((SELECT c.channel_name FROM channel_config c WHERE c.channel_id = {col}), {col})"

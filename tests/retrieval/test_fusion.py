@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from retrieval.fusion import RecordMeta, fuse, recency_factor
+from retrieval.fusion import fuse, recency_factor
 
 NOW = datetime(2026, 5, 1, tzinfo=UTC)
 W = {"structured": 1.0, "semantic": 1.0, "fulltext": 0.8, "graph": 0.6, "summary": 0.5}
 
 
-def meta(days_ago: float = 0, confidence: float = 1.0) -> RecordMeta:
-    return RecordMeta(occurred_at=NOW - timedelta(days=days_ago), confidence=confidence)
+@dataclass(frozen=True)
+class Meta:  # what fusion reads of a record (retrieval.fusion.RecordMeta)
+    occurred_at: datetime
+    confidence: float
+
+
+def meta(days_ago: float = 0, confidence: float = 1.0) -> Meta:
+    return Meta(occurred_at=NOW - timedelta(days=days_ago), confidence=confidence)
 
 
 def run(rankings, metas, **kw):
