@@ -291,6 +291,14 @@ def resolve(text: str, today: date, *, marked_only: bool = False) -> date | None
     return found[0].day
 
 
+def moved_to(text: str, today: date) -> date | None:
+    """The date a message that moves a date moves it to: its date said as a deadline, else the last one it
+    names ("Friday is tight, Monday then": Monday)."""
+    found = phrases(text, today)
+    said = [p for p in found if p.marked] or found[-1:]
+    return said[0].day if said else None
+
+
 # A later message that moves a date: general English for rescheduling.
 _MOVE = re.compile(
     r"\b(?:slip(?:s|ped|ping)?|mov(?:e|es|ed|ing)|push(?:es|ed|ing)?|postpon\w*|delay\w*|reschedul\w*|rebook\w*"

@@ -372,8 +372,10 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
     task first), replaced by a date its owner or requester gives later in its evidence: in a short reply
     ("sure, Monday then", "Tuesday, apologies"), or in a message about the same task (MiniLM cosine) that moves
     it ("slips to the 12th") or says a date as a deadline ("by Thursday"); up to the report that it is
-    done, whose dates are what happened. Also which message said it."""
-    found, said_at = None, None
+    done, whose dates are what happened. Once the anchor said its deadline, a later date said in passing
+    ("on it tomorrow") is when the owner starts: only a move, a deadline or a counter-question replaces
+    it. Also which message said it."""
+    found, said_at, firm = None, None, False
     people = {w.msgs[record.anchor].author_id, record.owner.user_id if record.owner else None}
     params = w.scored.engine.params
     for i in record.evidence:
@@ -391,14 +393,20 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
             continue
         elif _REPORTS_DONE.search(message.text) and "?" not in message.text:
             break  # "Sent.", "slides published ✅": what happened; the done head does not always say so
-        elif w.words(i) <= params["ack_words"]:
-            said = deadlines.resolve(message.text, today)
-        elif w.cosine(i, record.anchor) < params["done_cosine"]:
+        elif w.words(i) > params["ack_words"] and w.cosine(i, record.anchor) < params["done_cosine"]:
             continue  # about something else
+        elif deadlines.moves(message.text):
+            said = deadlines.moved_to(message.text, today)
         else:
-            said = deadlines.resolve(message.text, today, marked_only=not deadlines.moves(message.text))
-        if said:
-            found, said_at = said, i
+            # a short reply's date ("sure, Monday then"); a longer message's only when said as a deadline
+            said = deadlines.resolve(message.text, today, marked_only=w.words(i) > params["ack_words"])
+        if not said:
+            continue
+        own = _own_part(w, record, message.text) if i == record.anchor else message.text
+        marked = deadlines.resolve(own, today, marked_only=True) is not None
+        if firm and not (marked or deadlines.moves(message.text) or "?" in message.text):
+            continue  # a date said in passing after the task's deadline ("on it today"): when, not by when
+        found, said_at, firm = said, i, i == record.anchor and marked
     return found, said_at
 
 

@@ -290,6 +290,26 @@ def test_the_owner_naming_a_date_when_taking_a_request_sets_its_deadline() -> No
     assert action.deadline == date(2026, 5, 6)
 
 
+def test_when_the_owner_starts_is_not_the_deadline_the_request_set() -> None:
+    msgs = window(
+        (CARA, "the auditors arrive next month and the asset register is a mess"),
+        (ANA, "@ben can you reconcile the asset register by Friday?"),
+        (BEN, "yes, starting on it tomorrow"),
+        (CARA, "great"),
+    )
+    [action] = [a for a in extract(msgs, CTX).actions if "m2" in a.source_msg_ids]
+    assert action.owner_id == BEN.user_id
+    assert action.deadline == date(2026, 5, 8)  # Friday, not the day he starts
+    msgs = window(
+        (CARA, "the auditors arrive next month and the asset register is a mess"),
+        (ANA, "@ben can you reconcile the asset register by Friday?"),
+        (BEN, "Friday is tight, I can move it to Monday"),
+        (CARA, "great"),
+    )
+    [action] = [a for a in extract(msgs, CTX).actions if "m2" in a.source_msg_ids]
+    assert action.deadline == date(2026, 5, 11)  # a date he moves it to replaces it
+
+
 def test_a_date_elsewhere_in_a_request_is_not_its_deadline_unless_said_as_one() -> None:
     msgs = window(
         (ANA, "The charity run is on 30 May, registration closes on the 25th. @ben can you order the team shirts?"),
