@@ -146,9 +146,11 @@ class _Speaker:
         return f"{'That is still open: ' if form == 'status' else ''}{core}{when}."
 
     def weekday_said(self, text: str, moment: datetime) -> re.Match[str] | None:
-        """Where `text` says the deadline's weekday after "by"/"on"/"until"/"before" ("by Friday"), if it does."""
+        """Where `text` says the deadline's weekday after "by"/"on"/"until"/"before" ("by Friday", "by next
+        Friday", "before Fri"), if it does."""
         day = moment.astimezone(self.tz).strftime("%A")
-        return re.search(rf"\b(?:by|on|until|till|before)\s+{day}\b(?!\s+(?:the\s+)?\d)", text, re.IGNORECASE)
+        said = rf"\b(?:by|on|until|till|before)\s+(?:(?:next|this)\s+)?(?:{day}|{day[:3]})\b"
+        return re.search(said + r"(?!\s+(?:the\s+)?\d)", text, re.IGNORECASE)
 
     # ------------------------------------------------------------------ decisions
 

@@ -374,7 +374,12 @@ def starts_with_verb(phrase: str) -> bool:
     return first in forms
 
 
+_PARTICLES = {"then", "anyway", "anyways"}  # chat's closing particles: "Monday then.", "we ship it anyway"
+
+
 def _trim(tokens: list[str]) -> list[str]:
+    if len(tokens) > 3 and tokens[-1].casefold().rstrip(".!?,;:") in _PARTICLES:
+        tokens = tokens[:-1]
     while tokens and (
         tokens[-1].casefold().strip(",;:") in _DANGLING
         or not re.search(r"\w", tokens[-1])

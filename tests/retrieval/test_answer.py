@@ -95,6 +95,10 @@ def test_a_weekday_the_task_names_gets_the_date_beside_it_instead_of_a_second_de
     first = first_sentence(answer("Who is moving the invoice archive?", [named]))
     assert "by Friday the 13th of March" in first, first
     assert first.count("13th") == 1
+    for said in ("by next Friday", "by Fri"):
+        named = dataclasses.replace(MIGRATE, text=f"Nadia to move the invoice archive onto cold storage {said}")
+        first = first_sentence(answer("Who is moving the invoice archive?", [named]))
+        assert f"{said} the 13th of March" in first and first.count("13th") == 1, first
     other = dataclasses.replace(MIGRATE, text="Nadia to move the invoice archive onto cold storage by Monday")
     assert "by Monday (ACT-0004), by the 13th of March" in first_sentence(answer("Who is moving it?", [other]))
 

@@ -146,3 +146,11 @@ def test_a_removed_link_leaves_no_stray_separators() -> None:
     assert clean(rota) == "Rota is here: one column per kiln"
     assert clean("glaze list, https://a.example/g , and the firing log") == "glaze list, and the firing log"
     assert clean("the trace shows `Kiln::Fire` failing") == "the trace shows `Kiln::Fire` failing"
+
+
+def test_a_closing_chat_particle_is_not_part_of_the_record() -> None:
+    assert fit("Lena to repaint the loading bay on Tuesday then.", ["ok Lena repaints the bay tuesday"]) == (
+        "Lena to repaint the loading bay on Tuesday."
+    )
+    assert fit("We renew the van lease anyway.", ["fine"]) == "We renew the van lease."
+    assert fit("Ship it then.", ["fine"]) == "Ship it then."  # too short to lose a word
