@@ -111,7 +111,7 @@ def call(path, body):
     status = []
     response = app(environ, lambda s, h, exc=None: status.append(s))
     b"".join(response)
-    response.close()  # Django's request_finished: the admission's COMMIT answer is read here
+    response.close()  # Django's request_finished: what the webhook left to after the response is done here
     assert status[0].startswith("200"), status
 targets = {{"bare view": "/wire/bench/noop", "POST /wire/events": "/wire/events"}}
 call("/wire/events", json.dumps(added).encode())
@@ -125,11 +125,25 @@ def timed(name, f):
         finally: waits[name] += time.perf_counter() - t0
     return wrapper
 receipts._exec = timed("Postgres: BEGIN + admission (receipts._exec)", receipts._exec)
-receipts.settle = timed("Postgres: the COMMIT's answer, after the response (receipts.settle)", receipts.settle)
-from django.core.signals import request_finished
-request_finished.disconnect(dispatch_uid="knowledge.receipts.settle")
-request_finished.connect(receipts.settle, dispatch_uid="knowledge.receipts.settle")
+from django.core.signals import request_finished, request_started
+from redis.commands.core import Script
+hooks = (
+    (request_finished, "request_finished", "knowledge.receipts.settle",
+     "after the response: a COMMIT's answer, receipts sent"),
+    (request_started, "request_started", "knowledge.receipts.request_started",
+     "at the next request's start: answers read"),
+)
+for signal, name, uid, what in hooks:
+    if hasattr(receipts, name):
+        signal.disconnect(dispatch_uid=uid)
+        hook = timed(f"Postgres: {{what}} (receipts.{{name}})", getattr(receipts, name))
+        signal.connect(hook, dispatch_uid=uid, weak=False)
+    elif name == "request_finished":  # the code before 5 Dec 2026
+        signal.disconnect(dispatch_uid=uid)
+        hook = timed("Postgres: the COMMIT's answer, after the response (receipts.settle)", receipts.settle)
+        signal.connect(hook, dispatch_uid=uid, weak=False)
 Pipeline.execute = timed("Redis: window, claim check, gated publish (Pipeline.execute)", Pipeline.execute)
+Script.__call__ = timed("Redis: the admission script (gate, dedupe, window, claim check, publish)", Script.__call__)
 rounds, per = 10, max(1, {n} // 10)
 latencies, cpu = defaultdict(list), defaultdict(float)
 for r in range(rounds):

@@ -259,10 +259,25 @@ SEEN = Family(
     parts=("channel_id", "event_key"),
     type="string",
     text=False,
-    holds='"1" (the event key: a command\'s wire_msg_id, or "button:" and the click\'s dedupe key)',
+    holds='"1" (the event key: a message\'s or a command\'s wire_msg_id, or "button:" and the click\'s dedupe key)',
     owner="wire_bridge/ingest.py",
-    description="once-only marker for events without a receipt (commands, button clicks)",
+    description="once-only marker: a text message admitted (the webhook's dedupe, before its receipt is written)"
+    ", a command, a button click",
     ttl=DAY_S,
+)
+GATE = Family(
+    name="gate",
+    prefix="jeeves:gate:",
+    parts=("channel_id",),
+    type="hash",
+    text=False,
+    holds='"g": the channel\'s state and epoch ("active:3", "paused:3", "secure:4", "left:3"); "t:<wire_msg_id>": '
+    "a message its author deleted",
+    owner="knowledge/gate.py",
+    description="the webhook's admission gate, a copy of channel_config's state, epoch and left_at and of the "
+    "channel's tombstones: filled from Postgres when missing, deleted by every writer of those columns under the "
+    "row's lock",
+    ttl=3600,
 )
 BUCKET = Family(
     name="bucket",
@@ -327,6 +342,7 @@ FAMILIES: tuple[Family, ...] = (
     RECONCILE_LOCK,
     CLOCK,
     SEEN,
+    GATE,
     BUCKET,
     REPLIED,
     QUESTIONS,

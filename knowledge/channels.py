@@ -14,6 +14,7 @@ from django.db import transaction
 from django.dispatch import Signal
 from django.utils import timezone
 
+from knowledge import gate
 from knowledge.models import ChannelConfig, ChannelState, ConversationType, RomanBot
 
 logger = logging.getLogger(__name__)
@@ -65,11 +66,17 @@ def ensure_channel(
     if tz is not None:
         defaults["timezone"] = tz
     channel, created = ChannelConfig.objects.get_or_create(channel_id=channel_id, defaults=defaults)
+    if created:
+        gate.forget(channel_id)  # a purged channel's id back: whatever its gate said is gone with its row
     if rejoin and not created:
         fields = {k: v for k, v in defaults.items() if k != "organisation_id"}
-        if channel.left_at is not None:
+        rejoined = channel.left_at is not None
+        if rejoined:
             fields.update(left_at=None, joined_at=timezone.now())
-        ChannelConfig.objects.filter(channel_id=channel_id).update(**fields)
+        with transaction.atomic():
+            ChannelConfig.objects.filter(channel_id=channel_id).update(**fields)
+            if rejoined:
+                gate.forget(channel_id)  # under the row's lock, before the commit (knowledge/gate.py)
         channel.refresh_from_db()
     return channel
 
@@ -116,6 +123,9 @@ def _transition(channel_id: str, state: ChannelState, *, by: str) -> Transition:
         channel.state_changed_by = by
         channel.secure_ranges = ranges
         channel.save(update_fields=["state", "state_changed_at", "state_changed_by", "epoch", "secure_ranges"])
+        # Under the row's lock, before the commit: from now on the webhook admits in Postgres, which waits for
+        # this change and reads it (knowledge/gate.py).
+        gate.forget(channel_id)
     logger.info("channel state: channel=%s %s -> %s epoch=%s", channel_id, previous, target, channel.epoch)
     return Transition(previous=previous, current=target, epoch=channel.epoch)
 
@@ -163,9 +173,12 @@ def settle_conversation_type(channel_id: str, human_members: int) -> None:
 
 def mark_left(channel_id: str, when: datetime | None = None) -> bool:
     """Jeeves was removed (or the conversation deleted): stop processing. True when it was not marked yet."""
-    updated = ChannelConfig.objects.filter(channel_id=channel_id, left_at__isnull=True).update(
-        left_at=when or timezone.now()
-    )
+    with transaction.atomic():
+        updated = ChannelConfig.objects.filter(channel_id=channel_id, left_at__isnull=True).update(
+            left_at=when or timezone.now()
+        )
+        if updated:
+            gate.forget(channel_id)  # under the row's lock, before the commit (knowledge/gate.py)
     if updated:
         logger.info("channel left: channel=%s", channel_id)
     return bool(updated)

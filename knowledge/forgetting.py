@@ -22,6 +22,7 @@ from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from knowledge import gate
 from knowledge.models import (
     Action,
     ChannelConfig,
@@ -105,6 +106,9 @@ def tombstone(channel_id: str, wire_msg_id: str, now: datetime | None = None) ->
             " ON CONFLICT (channel_id, wire_msg_id) DO UPDATE SET expires_at = EXCLUDED.expires_at",
             [channel_id, wire_msg_id, expires],
         )
+    # The webhook's gate refuses the message from now on (in a caller's transaction, before its commit: the
+    # safe side, a message refused while its tombstone may still roll back).
+    gate.note_tombstone(channel_id, wire_msg_id)
 
 
 def tombstoned(channel_id: str, wire_msg_ids: Iterable[str]) -> set[str]:

@@ -1,9 +1,10 @@
 """Message receipts (`message_receipts`), their one writer: a message's ids and how far it went (tier 0
 received, 1 classified, 2 extracted; its outcome), never its text.
 
-Written at admission (`admit_message`, the webhook's one statement) or by the worker that finds none
-(`ensure_receipt`); a command's own receipt by `record_receipt`; moved on by the tiers (`mark_receipt`,
-`mark_expired`, `mark_evicted`, `mark_extracted`). Reads that only count stay with their readers.
+Written by the webhook after its response (`defer_receipt`; with its Redis gate missing, at admission:
+`admit_message`, one statement) or by the worker that finds none (`ensure_receipt`, `ensure_receipts`); a
+command's own receipt by `record_receipt`; moved on by the tiers (`mark_receipt`, `mark_expired`,
+`mark_evicted`, `mark_extracted`). Reads that only count stay with their readers.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
+import time
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
@@ -21,6 +25,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from ground import metrics
+from knowledge import gate
 from knowledge.counters import bump_counter
 from knowledge.models import ChannelState, MessageReceipt
 
@@ -36,7 +41,9 @@ _ADMIT = f"""WITH gate AS (
          set_config('statement_timeout', %(budget)s, true),
          c.state, c.epoch, c.left_at IS NOT NULL AS left_channel,
          EXISTS (SELECT 1 FROM message_tombstones t WHERE t.channel_id = c.channel_id
-                 AND t.wire_msg_id = %(msg)s AND t.expires_at > now()) AS forgotten
+                 AND t.wire_msg_id = %(msg)s AND t.expires_at > now()) AS forgotten,
+         (SELECT coalesce(json_agg(t.wire_msg_id), '[]'::json)::text FROM message_tombstones t
+          WHERE t.channel_id = c.channel_id AND t.expires_at > now()) AS tombstones
   FROM channel_config c WHERE c.channel_id = %(channel)s FOR SHARE OF c
 ), receipt AS (
   INSERT INTO {MessageReceipt._meta.db_table}
@@ -45,7 +52,8 @@ _ADMIT = f"""WITH gate AS (
   WHERE gate.state = %(active)s AND NOT gate.left_channel AND NOT gate.forgotten
   ON CONFLICT (channel_id, wire_msg_id) DO NOTHING RETURNING id
 )
-SELECT gate.state, gate.epoch, gate.left_channel, gate.forgotten, EXISTS (SELECT 1 FROM receipt) FROM gate"""
+SELECT gate.state, gate.epoch, gate.left_channel, gate.forgotten, EXISTS (SELECT 1 FROM receipt), gate.tombstones
+FROM gate"""
 # On the webhook's own path the admission is a prepared statement, made once per connection (`_PREPARED`):
 # the server neither parses nor plans it again. It is executed in a simple query together with BEGIN (one
 # round trip), its arguments bound client-side (literals escaped by libpq) like every Django query.
@@ -60,8 +68,9 @@ _PREPARED: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
 @contextmanager
 def admit_message(
     channel_id: str, wire_msg_id: str, *, author_id: str, sent_at: datetime, commit_unread: bool = False
-) -> Iterator[tuple[str, int]]:
-    """Admit one message: yields (outcome, epoch) with outcome unknown | dropped | forgotten | duplicate | admitted.
+) -> Iterator[Admission]:
+    """Admit one message: yields an `Admission` (it unpacks as (outcome, epoch)), the outcome unknown | dropped |
+    forgotten | duplicate | admitted.
 
     Holds a share lock on the channel row until the block ends, so a state change (an UPDATE)
     waits for admissions in flight and later ones see the new state: a secure-mode flush that
@@ -112,7 +121,7 @@ def admit_message(
         _rollback(pg)
         raise
     with connection.wrap_database_errors:
-        if commit_unread and admission[0] == "admitted":
+        if commit_unread and admission.outcome == "admitted":
             pg.pgconn.send_query(b"COMMIT")
             _UNREAD.add(pg)
         else:
@@ -123,26 +132,142 @@ def admit_message(
 _UNREAD: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
 
 
-def settle(**_signal: object) -> None:
-    """Read the answer of this thread's connection's COMMIT left unread by `admit_message(commit_unread=True)`,
-    if any (a receiver of Django's `request_finished`, knowledge/apps.py). A failed one is logged (its type)."""
+# The receipts of messages the webhook admitted in Redis (wire_bridge/ingest.py), written after the response: one
+# statement each, sent in one simple query with `synchronous_commit` off (as the admission's) and read at the next
+# request's start. ON CONFLICT: the classify worker may have written it first (`ensure_receipt`); a tombstone
+# committed meanwhile keeps it out.
+_RECEIPT = f"""INSERT INTO {MessageReceipt._meta.db_table}
+  (channel_id, wire_msg_id, author_id, sent_at, received_at, tier, categories, outcome)
+SELECT %(channel)s, %(msg)s, %(author)s, %(sent_at)s, %(received_at)s, 0, '{{}}', %(queued)s
+WHERE NOT EXISTS (SELECT 1 FROM message_tombstones t WHERE t.channel_id = %(channel)s AND t.wire_msg_id = %(msg)s
+                  AND t.expires_at > now())
+ON CONFLICT (channel_id, wire_msg_id) DO NOTHING"""
+_RECEIPT_ARGS = ("channel", "msg", "author", "sent_at", "received_at", "queued")
+
+
+class _Deferred(threading.local):
+    def __init__(self) -> None:
+        self.in_request = False  # between Django's request_started and request_finished
+        self.receipts: list[dict] = []
+        self.since = 0.0  # when the oldest receipt not sent yet was deferred
+        self.failed_at = -60.0  # when sending receipts last failed (Postgres away: not tried again for a while)
+
+
+_deferred = _Deferred()
+# The paths whose requests touch the database only through `admit_message` or after `settle()` (wire_bridge/ingest.py):
+# a request there starts without waiting for the previous request's answers.
+UNWAITED_PATHS = frozenset({"/wire/events"})
+# Receipts wait while the previous ones are still being written, up to this many or this long.
+_DEFER_MAX, _DEFER_MAX_S = 64, 1.0
+# After a failed send, receipts are left to the classify worker for this long.
+_RETRY_AFTER_S = 5.0
+
+
+def defer_receipt(
+    channel_id: str, wire_msg_id: str, *, author_id: str | None, sent_at: datetime | None, received_at: datetime
+) -> None:
+    """Write the receipt of a message the webhook admitted in Redis: after the response when in a request (sent by
+    `request_finished`, its answer read when Postgres has given it), at once otherwise (in a caller's
+    transaction, a test's, or outside a request). Until it lands the webhook's dedupe is Redis' (`keys.SEEN`,
+    a day; its gate, filled from Postgres, lives an hour), and a classify worker that gets there first writes
+    it (`ensure_receipt`), as it does when a web process dies before sending it."""
+    params = {
+        "channel": channel_id,
+        "msg": wire_msg_id,
+        "author": author_id,
+        "sent_at": sent_at,
+        "received_at": received_at,
+        "queued": MessageReceipt.Outcome.QUEUED,
+    }
+    if _deferred.in_request and not connection.in_atomic_block:
+        if not _deferred.receipts:
+            _deferred.since = time.monotonic()
+        _deferred.receipts.append(params)
+        return
+    settle()
+    with connection.cursor() as cursor:
+        cursor.execute(_RECEIPT, params)
+
+
+def request_started(environ: dict | None = None, **_signal: object) -> None:
+    """Django's `request_started`: the answers the previous request left unread are read first, so the
+    connection is free; on the webhook's path only those already there (the rest when it needs the connection)."""
+    settle(block=(environ or {}).get("PATH_INFO") not in UNWAITED_PATHS)
+    _deferred.in_request = True
+
+
+def request_finished(**_signal: object) -> None:
+    """Django's `request_finished` (the response has gone): the answers already there are read, then the deferred
+    receipts are sent in one query (its answer left to `settle`). While earlier ones are still being written they
+    wait, up to `_DEFER_MAX` receipts or `_DEFER_MAX_S` seconds."""
+    _deferred.in_request = False
+    free = settle(block=False)
+    pending = _deferred.receipts
+    if not pending:
+        return
+    if not free:
+        if len(pending) < _DEFER_MAX and time.monotonic() - _deferred.since < _DEFER_MAX_S:
+            return
+        settle()
+    _deferred.receipts = []
+    if time.monotonic() - _deferred.failed_at < _RETRY_AFTER_S:
+        return  # Postgres was away a moment ago: not a connect timeout after every answer; the worker writes them
+    try:
+        with connection.wrap_database_errors:
+            connection.ensure_connection()
+            pg = connection.connection
+            escape = psycopg.pq.Escaping(pg.pgconn).escape_literal
+            statements = [
+                _RECEIPT_LITERAL % {k.encode(): _literal(escape, p[k]) for k in _RECEIPT_ARGS} for p in pending
+            ]
+            pg.pgconn.send_query(b"BEGIN; SET LOCAL synchronous_commit TO off; " + b"; ".join(statements) + b"; COMMIT")
+            _UNREAD.add(pg)
+    except Exception as exc:
+        _deferred.failed_at = time.monotonic()
+        logger.warning("receipts after the response not sent (%s); the worker writes them", type(exc).__name__)
+
+
+_RECEIPT_LITERAL = re.sub(r"%\((\w+)\)s", r"%(\1)b", _RECEIPT).encode()
+
+
+def _literal(escape, value: object) -> bytes:
+    if value is None:
+        return b"NULL"
+    return escape((value.isoformat() if isinstance(value, datetime) else str(value)).encode())
+
+
+def settle(block: bool = True) -> bool:
+    """Read the answers left unread on this thread's connection: the admission's COMMIT
+    (`admit_message(commit_unread=True)`) or the deferred receipts (`request_finished`); with `block` False only
+    those Postgres has already sent. True when none is left unread. A failure is logged (its type): the classify
+    worker writes the receipt."""
     pg = connection.connection
     if pg is None or pg not in _UNREAD:
-        return
-    _UNREAD.discard(pg)
+        return True
     failed = None
     try:
-        while (result := pg.pgconn.get_result()) is not None:
+        while True:
+            if not block:
+                pg.pgconn.consume_input()
+                if pg.pgconn.is_busy():
+                    return False
+            result = pg.pgconn.get_result()
+            if result is None:
+                break
             if result.status != psycopg.pq.ExecStatus.COMMAND_OK and failed is None:
                 failed = psycopg.errors.error_from_result(result, encoding=pg.info.encoding)
     except psycopg.Error as exc:
         failed = exc
+    _UNREAD.discard(pg)
     if failed is not None:
+        _rollback(pg)  # a deferred receipt's failed statement leaves its transaction open
         # After the publish: the classify worker writes the receipt (ensure_receipt); a broken connection is
         # replaced by the next admission.
         logger.warning(
-            "admission: COMMIT after the publish failed (%s); the worker writes the receipt", type(failed).__name__
+            "admission: COMMIT or receipt after the publish failed (%s); the worker writes the receipt",
+            type(failed).__name__,
         )
+    return True
 
 
 def _begin_and_admit(params: dict) -> tuple[psycopg.Connection, tuple | None]:
@@ -158,8 +283,8 @@ def _begin_and_admit(params: dict) -> tuple[psycopg.Connection, tuple | None]:
             result = _exec(pg, _begin_and_admit_query(pg, params), psycopg.pq.ExecStatus.TUPLES_OK)
             if not result.ntuples:
                 return pg, None
-            state, epoch, left, forgotten, written = (result.get_value(0, i) for i in range(5))
-            return pg, (state.decode(), int(epoch), left == b"t", forgotten == b"t", written == b"t")
+            state, epoch, left, forgotten, written, tombs = (result.get_value(0, i) for i in range(6))
+            return pg, (state.decode(), int(epoch), left == b"t", forgotten == b"t", written == b"t", tombs.decode())
         except psycopg.OperationalError:
             if attempt == 1 and kept and (pg.broken or pg.closed):
                 connection.close()  # a kept connection the server has dropped: connect afresh, once
@@ -203,15 +328,29 @@ def _rollback(pg: psycopg.Connection) -> None:
             pg.execute("ROLLBACK")
 
 
-def _admission(row: tuple | None) -> tuple[str, int]:
+@dataclass(frozen=True)
+class Admission:
+    """What `admit_message` decided, and what the webhook's Redis gate is filled with (knowledge/gate.py)."""
+
+    outcome: str  # unknown | dropped | forgotten | duplicate | admitted
+    epoch: int
+    gate: str = ""  # the gate's value for the row read ("" for an unknown channel)
+    tombstones: tuple[str, ...] = ()  # the channel's deleted messages, alive
+
+    def __iter__(self):  # (outcome, epoch), as callers unpack it
+        return iter((self.outcome, self.epoch))
+
+
+def _admission(row: tuple | None) -> Admission:
     if row is None:
-        return "unknown", 0
-    state, epoch, left, forgotten, written = row
+        return Admission("unknown", 0)
+    state, epoch, left, forgotten, written, tombs = row
+    fill = {"gate": gate.value(state, epoch, bool(left)), "tombstones": tuple(json.loads(tombs))}
     if state != ChannelState.ACTIVE or left:
-        return "dropped", epoch
+        return Admission("dropped", epoch, **fill)
     if forgotten:
-        return "forgotten", epoch
-    return ("admitted" if written else "duplicate"), epoch
+        return Admission("forgotten", epoch, **fill)
+    return Admission("admitted" if written else "duplicate", epoch, **fill)
 
 
 def record_receipt(channel_id: str, wire_msg_id: str, *, author_id: str | None, sent_at) -> bool:
@@ -242,6 +381,20 @@ def ensure_receipt(channel_id: str, wire_msg_id: str, *, author_id: str | None, 
         .values_list("tier", "outcome")
         .get()
     )
+
+
+def ensure_receipts(messages: Sequence[tuple[str, str, str | None, str | None]]) -> None:
+    """`ensure_receipt`'s write for several (channel id, message id, author id, ISO sent_at), in one statement."""
+    if messages:
+        MessageReceipt.objects.bulk_create(
+            [
+                MessageReceipt(
+                    channel_id=c, wire_msg_id=m, author_id=a, sent_at=datetime.fromisoformat(t) if t else None
+                )
+                for c, m, a, t in messages
+            ],
+            ignore_conflicts=True,
+        )
 
 
 def receipt_state(channel_id: str, wire_msg_id: str) -> tuple[int, str] | None:

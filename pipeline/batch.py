@@ -29,7 +29,7 @@ import base64
 import json
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.utils import timezone
@@ -37,7 +37,7 @@ from django.utils import timezone
 from ground import keys
 from ground.queues import Queue, queue_lists
 from ground.redis import get_redis
-from knowledge import channels, forgetting
+from knowledge import channels, forgetting, receipts
 from knowledge.models import ChannelConfig, MessageReceipt
 from pipeline import claimcheck
 from pipeline.classify import Pending
@@ -69,6 +69,9 @@ class Queued:
     wire_msg_id: str
     epoch: int
     over_rate: bool = False
+    # What the companion's receipt is written with when the webhook's is not there yet (`ready`).
+    author_id: str | None = field(default=None, compare=False)
+    sent_at: str | None = field(default=None, compare=False)  # ISO 8601
 
 
 def _kwargs(raw: bytes | str, task: str, now: datetime) -> dict | None:
@@ -102,6 +105,8 @@ def _parse(raw: bytes | str, now: datetime) -> Queued | None:
             wire_msg_id=str(kwargs["wire_msg_id"]),
             epoch=int(kwargs["epoch"]),
             over_rate=bool(kwargs.get("over_rate", False)),
+            author_id=None if kwargs.get("author_id") is None else str(kwargs["author_id"]),
+            sent_at=None if kwargs.get("sent_at") is None else str(kwargs["sent_at"]),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -190,6 +195,11 @@ def ready(companions: list[Queued]) -> tuple[list[Pending], list[Queued]]:
     for cid, qs in by_channel.items():
         ids = [q.wire_msg_id for q in qs]
         deleted |= {(cid, m) for m in forgetting.tombstoned(cid, ids)}
+        # The webhook writes a receipt after its response (knowledge.receipts.defer_receipt): one not there yet is
+        # written here, as the companion's own task would (`receipts.ensure_receipt`).
+        receipts.ensure_receipts(
+            [(cid, q.wire_msg_id, q.author_id, q.sent_at) for q in qs if (cid, q.wire_msg_id) not in deleted]
+        )
         waiting |= {
             (cid, m)
             for m in MessageReceipt.objects.filter(

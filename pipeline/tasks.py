@@ -350,8 +350,14 @@ def _count_expired(sender=None, request=None, expired: bool = False, **kwargs) -
         return
     name = getattr(sender, "name", "") or ""
     if name == "pipeline.tasks.classify_message":
-        # Counted with its receipt, once: a second copy of the task (republished) counts nothing.
-        if not task_kwargs.get("wire_msg_id") or not receipts.mark_expired(channel_id, task_kwargs["wire_msg_id"]):
+        # Counted with its receipt, once: a second copy of the task (republished) counts nothing. The receipt is
+        # written first when the webhook's (written after its response) is not there yet.
+        wire_msg_id = task_kwargs.get("wire_msg_id")
+        if not wire_msg_id:
+            return
+        sent_at = task_kwargs.get("sent_at")
+        receipts.ensure_receipts([(channel_id, wire_msg_id, task_kwargs.get("author_id"), sent_at)])
+        if not receipts.mark_expired(channel_id, wire_msg_id):
             return
     else:
         counters.bump_counter(channel_id, "expired")

@@ -1,17 +1,17 @@
 """Ingest: what the bridge does with each internal event, before anything is queued.
 
-A text message: ephemeral → ignored; addressed to Jeeves → command (state commands applied
-here, the reply on the `respond` queue); otherwise, in one transaction under the channel's share
-lock: state check → receipt (dedupe) → window push → claim-check → `classify` published with
-`expires` → commit. Returns a short outcome word for the webhook's answer; never logs text.
+A text message: ephemeral → ignored; addressed to Jeeves → command (state commands applied here, the
+reply on the `respond` queue); otherwise one Redis script, one round trip (`_ADMIT`): the channel's gate
+(state, epoch, deleted messages; knowledge/gate.py) → dedupe (a marker of the message id) → window push →
+claim-check → the token bucket → `classify` queued with `expires`. A missing gate sends the message to
+Postgres (`receipts.admit_message`, under the channel row's share lock), which fills the gate from what it
+read. Returns a short outcome word for the webhook's answer; never logs text.
 
-Accepted means queued (publish first, the receipt is the idempotency record of the publish): the
-receipt commits only after the broker took the task. A failed publish rolls the receipt back, the
-webhook answers 503 and Wire's retry is admitted afresh instead of being dropped as a duplicate of a
-message that was never queued. A web process that dies between the publish and the commit leaves a
-task without a receipt: the classify worker writes the receipt itself (waiting on the uncommitted
-one first, `receipts.ensure_receipt`), and the retry is then the duplicate. A message is therefore
-published at least once and classified once (the worker skips what is past tier 0).
+Accepted means queued: the answer follows the script, and a failed script answers 503 with nothing written
+(no dedupe marker either), so Wire's retry is admitted afresh. The receipt, the record that the publish
+happened, is written after the response (`receipts.defer_receipt`); when the classify worker gets there
+first, or the web process died in between, the worker writes it (`receipts.ensure_receipt`). A message is
+therefore published at least once and classified once (the worker skips what is past tier 0).
 """
 
 from __future__ import annotations
@@ -25,12 +25,15 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
+from django.utils import timezone
+from redis import Redis
 from redis.client import Pipeline
+from redis.commands.core import Script
 
 from ground import broker, keys
 from ground.queues import LOW_PRIORITY, Queue
 from ground.redis import get_redis
-from knowledge import channels, forgetting, receipts
+from knowledge import channels, forgetting, gate, receipts
 from knowledge.models import ChannelConfig, MessageReceipt
 from pipeline import claimcheck, members, window
 from pipeline.tasks import classify_message, purge_left_channels
@@ -79,6 +82,10 @@ def handle(event: Event) -> str:
     handler = _HANDLERS.get(type(event))
     if handler is None:
         raise AssertionError(f"unhandled event {type(event).__name__}")
+    if handler is not handle_text:
+        # A text message touches the database only in `receipts.admit_message`, which reads first what the
+        # previous request left unread (the request started without waiting for it: receipts.UNWAITED_PATHS).
+        receipts.settle()
     return handler(event)
 
 
@@ -91,6 +98,7 @@ def handle_text(event: TextMessage) -> str:
         return "ephemeral"
     body = commands.addressed_body(event.text, event.mentions, event.bot_id, settings.JEEVES.wire_handle)
     if body is not None:
+        receipts.settle()  # the database is free (see `handle`)
         return _command(event, body)
     outcome = _admit(event)
     if outcome == "unknown":
@@ -101,8 +109,194 @@ def handle_text(event: TextMessage) -> str:
     return outcome
 
 
+# The admission in Redis, one script and one round trip (knowledge/gate.py): the channel's gate (state and epoch,
+# its deleted messages), the dedupe (the message id's `keys.SEEN` marker, set last), then the window push, the
+# claim check, the channel's token bucket and the classify task, none of it when the gate refuses. The task's epoch
+# is the one this process last saw (`_EPOCHS`); the gate answers with its own when they differ and the message is
+# sent again. A missing gate answers "cold": the message is admitted in Postgres (`_admit_cold`), which fills it
+# ("fill+admit", or "fill" alone for a refused message) before the row's share lock is released.
+# KEYS: gate, seen, window, claim check, bucket, the within-rate and over-rate lists.
+# ARGV: mode, expected gate, message id, window entry, window size, window TTL, window cutoff, text, text TTL, seen
+# TTL, rate (0: no bucket), burst, bucket TTL, the two task messages, the fill's gate and TTL, its tombstones.
+_ADMIT = """
+local gate = KEYS[1]
+local mode = ARGV[1]
+if mode ~= 'admit' and redis.call('EXISTS', gate) == 0 then
+  redis.call('HSET', gate, 'g', ARGV[16])
+  for i = 18, #ARGV do redis.call('HSET', gate, 't:' .. ARGV[i], '1') end
+  redis.call('EXPIRE', gate, ARGV[17])
+end
+if mode == 'fill' then return {'filled'} end
+local g = redis.call('HGET', gate, 'g')
+if not g then return {'cold'} end
+if g ~= ARGV[2] then
+  if string.sub(g, 1, 7) == 'active:' then return {'epoch', string.sub(g, 8)} end
+  return {'dropped'}
+end
+if redis.call('HEXISTS', gate, 't:' .. ARGV[3]) == 1 then return {'forgotten'} end
+if redis.call('EXISTS', KEYS[2]) == 1 then return {'duplicate'} end
+redis.call('RPUSH', KEYS[3], ARGV[4])
+redis.call('LTRIM', KEYS[3], -tonumber(ARGV[5]), -1)
+redis.call('EXPIRE', KEYS[3], ARGV[6])
+local cutoff = tonumber(ARGV[7])
+local head = redis.call('LINDEX', KEYS[3], 0)
+while head and cjson.decode(head)['received_at'] < cutoff do
+  redis.call('LPOP', KEYS[3])
+  head = redis.call('LINDEX', KEYS[3], 0)
+end
+redis.call('SET', KEYS[4], ARGV[8], 'EX', ARGV[9])
+local allowed = 1
+local rate = tonumber(ARGV[11])
+if rate > 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+  local burst = tonumber(ARGV[12])
+  local held = redis.call('HMGET', KEYS[5], 'tokens', 'at')
+  local tokens = tonumber(held[1]) or burst
+  local at = tonumber(held[2]) or now
+  tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
+  if tokens >= 1 then tokens = tokens - 1 else allowed = 0 end
+  redis.call('HSET', KEYS[5], 'tokens', tostring(tokens), 'at', tostring(now))
+  redis.call('EXPIRE', KEYS[5], ARGV[13])
+end
+if allowed == 1 then redis.call('LPUSH', KEYS[6], ARGV[14]) else redis.call('LPUSH', KEYS[7], ARGV[15]) end
+-- The dedupe marker last: a script that fails half-way (it writes what it ran) leaves the retry admitted.
+redis.call('SET', KEYS[2], '1', 'EX', ARGV[10])
+return {'queued', allowed}
+"""
+# The epoch of each channel this process last admitted a message of (what its tasks carry); a wrong one costs
+# one more round trip, never a wrong task: the script queues only under the gate's own epoch.
+_EPOCHS: dict[str, int] = {}
+_EPOCHS_MAX = 10_000
+
+
+class _Refused(Exception):
+    """The Redis step refused a message Postgres admitted (a duplicate admitted in Redis before): roll back."""
+
+    def __init__(self, outcome: str) -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
+
+
 def _admit(event: TextMessage) -> str:
-    """Admit, window, park and publish in the receipt's transaction; any failure rolls the receipt back."""
+    """Admit, window, park and publish in one Redis round trip; in Postgres when the gate is cold."""
+    client = get_redis()
+    if not _joins_pipeline(client):
+        return _admit_in_postgres(event)
+    cid = event.channel_id
+    received = timezone.now()
+    epoch = _EPOCHS.get(cid, 0)
+    answer: list = ["cold"]
+    for _ in range(2):
+        answer = _gate(client, event, epoch, "admit")
+        if answer[0] != "epoch":
+            break
+        epoch = _remember_epoch(cid, int(answer[1]))
+        answer = ["cold"]  # moved on twice meanwhile: ask Postgres
+    if answer[0] == "cold":
+        return _admit_cold(client, event)
+    if answer[0] == "queued":
+        receipts.defer_receipt(
+            cid, event.message_id, author_id=event.sender.qualified, sent_at=event.timestamp, received_at=received
+        )
+    return answer[0]
+
+
+def _remember_epoch(channel_id: str, epoch: int) -> int:
+    if len(_EPOCHS) >= _EPOCHS_MAX:
+        _EPOCHS.clear()
+    _EPOCHS[channel_id] = epoch
+    return epoch
+
+
+def _admit_cold(client, event: TextMessage) -> str:
+    """The gate is missing: admitted in Postgres (the receipt written there) and the gate filled from that read."""
+    cid = event.channel_id
+    try:
+        with receipts.admit_message(
+            cid, event.message_id, author_id=event.sender.qualified, sent_at=event.timestamp, commit_unread=True
+        ) as admission:
+            if admission.outcome == "unknown":
+                return "unknown"
+            if admission.outcome != "admitted":
+                _gate(client, event, admission.epoch, "fill", admission)
+                return admission.outcome
+            _remember_epoch(cid, admission.epoch)
+            answer = _gate(client, event, admission.epoch, "fill+admit", admission)
+            if answer[0] != "queued":
+                raise _Refused(answer[0])
+            return "queued"
+    except _Refused as refused:
+        if refused.outcome in ("cold", "epoch"):  # a gate that disagrees with Postgres under the share lock
+            gate.forget(cid)
+            raise RuntimeError("the admission gate disagreed with Postgres") from None
+        return refused.outcome
+
+
+def _gate(client, event: TextMessage, epoch: int, mode: str, fill: receipts.Admission | None = None) -> list:
+    """Run the admission script (`_ADMIT`) for `event` under `epoch`; its answer. The task queued is announced."""
+    cfg = settings.JEEVES
+    cid = event.channel_id
+    within = _classify_message(event, epoch, over_rate=False)
+    over = _classify_message(event, epoch, over_rate=True) if cfg.channel_rate > 0 else within
+    entry = window.WindowMessage(
+        id=event.message_id,
+        author_id=event.sender.qualified,
+        ts=event.timestamp,
+        text=event.text,
+        mentions=[m.user.qualified for m in event.mentions],
+        quoted_id=event.quoted_message_id,
+    )
+    args = [
+        mode,
+        gate.value("active", epoch, False),
+        event.message_id,
+        entry.to_json(),
+        cfg.window_size,
+        keys.WINDOW.ttl_s(),
+        repr(entry.received_at - cfg.window_max_age_s),
+        event.text,
+        keys.CLAIM_CHECK.ttl_s(),
+        keys.SEEN.ttl_s(),
+        cfg.channel_rate,
+        cfg.channel_burst,
+        keys.BUCKET.ttl_s(),
+        within.payload,
+        over.payload,
+    ]
+    if fill is not None:
+        args += [fill.gate, keys.GATE.ttl_s(), *fill.tombstones]
+    answer = _admit_script(client)(
+        keys=(
+            gate.key_for(cid),
+            keys.SEEN.key(cid, event.message_id),
+            window.key_for(cid),
+            claimcheck.key_for(cid, event.message_id),
+            keys.BUCKET.key(cid),
+            within.list_key,
+            over.list_key,
+        ),
+        args=args,
+    )
+    if answer[0] == "queued":
+        (within if answer[1] == 1 else over).announce()
+    return answer
+
+
+_scripts: weakref.WeakKeyDictionary[object, Script] = weakref.WeakKeyDictionary()
+
+
+def _admit_script(client) -> Script:
+    """`_ADMIT` registered on the client (EVALSHA; loaded again after a restart)."""
+    script = _scripts.get(client)
+    if script is None:
+        script = _scripts[client] = client.register_script(_ADMIT)
+    return script
+
+
+def _admit_in_postgres(event: TextMessage) -> str:
+    """Where the broker cannot join the webhook's Redis step (another transport or server): admitted in Postgres,
+    then window, claim check and the publish."""
     cid = event.channel_id
     author = event.sender.qualified
     # The COMMIT's answer is read after the response (receipts.settle): nothing below uses the connection.
@@ -138,8 +332,8 @@ def _admit(event: TextMessage) -> str:
 _joins: weakref.WeakKeyDictionary[object, bool] = weakref.WeakKeyDictionary()
 
 
-def _joins_pipeline(pipe: Pipeline) -> bool:
-    """Whether the classify task can go on Jeeves' own Redis pipeline `pipe` (found out once per pool)."""
+def _joins_pipeline(pipe: Pipeline | Redis) -> bool:
+    """Whether the classify task can go on Jeeves' own Redis (`pipe`'s pool: found out once per pool)."""
     pool = pipe.connection_pool
     joins = _joins.get(pool)
     if joins is None:

@@ -1,5 +1,6 @@
 """Postgres unavailable for 30 s: a PostgreSQL of the test's own (embedded), stopped mid-stream and started
-again. While it is away the webhook answers 503 with Retry-After within the backend timeout (Wire retries);
+again. While it is away the webhook admits messages of channels its Redis gate knows (their receipts written
+later) and answers 503 with Retry-After within the backend timeout for the others (Wire retries);
 tasks in flight fail on the database and are retried with backoff and jitter (pipeline.tasks.BACKEND_RETRY),
 completing once it is back; an extraction is one transaction, so nothing is half-written: every accepted
 message ends recorded exactly once, or counted."""
@@ -10,6 +11,7 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -51,7 +53,10 @@ def test_postgres_away_for_30_seconds_answers_503_and_every_task_completes_after
         during = threading.Thread(target=lambda: traffic.run(6, rate=1, first=100), daemon=True)
         during.start()
         started = time.monotonic()
-        probe = traffic.client.post("/wire/events", json=traffic.text(traffic.channels[0], 999))
+        # A channel the webhook's Redis gate does not know yet is admitted in Postgres: 503. The known ones are
+        # admitted in Redis meanwhile, their receipts written by the worker once Postgres is back.
+        newcomer = harness.Channel(f"{uuid.uuid4()}@{harness.DOMAIN}", f"{uuid.uuid4()}@{harness.DOMAIN}")
+        probe = traffic.client.post("/wire/events", json=traffic.text(newcomer, 999))
         took = time.monotonic() - started
         assert probe.status_code == 503 and probe.headers.get("Retry-After"), probe.status_code
         assert took < 10, took  # within the backend timeout (1 s here) and libpq's connect timeout
@@ -74,7 +79,7 @@ def test_postgres_away_for_30_seconds_answers_503_and_every_task_completes_after
             traffic.close()
         embedded.stop_postgres(pgdata)
         shutil.rmtree(pgdata.parent, ignore_errors=True)
-    assert traffic.five_xx > 0 and traffic.retry_after_seen == traffic.five_xx
+    assert traffic.retry_after_seen == traffic.five_xx
     assert result.duplicated == 0 and result.lost == 0 and result.canaries == 0, result
     assert result.found + result.expired == sum(len(v) for v in traffic.accepted.values()), result
     print(f"tasks retried while Postgres was away: {retried}")

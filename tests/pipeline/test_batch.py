@@ -121,6 +121,20 @@ def test_one_task_classifies_the_messages_queued_behind_it_as_each_alone(jeeves_
     assert LlmCall.objects.filter(channel_id__in=[a.channel_id, b.channel_id]).count() == calls
 
 
+def test_a_batch_writes_the_receipts_the_webhook_has_not_written_yet(jeeves_settings, redis_client):
+    """The webhook writes a receipt after its response (knowledge.receipts.defer_receipt): a companion whose
+    receipt is not there yet gets it from the batch, with its author and time, and is classified with it."""
+    conv = evalset.load("conv-001")
+    channel = _channel(conv)
+    tasks = _admit(channel, conv, 4)
+    MessageReceipt.objects.filter(wire_msg_id__in=[t["wire_msg_id"] for t in tasks[1:]]).delete()
+    _publish(tasks[1:])
+    classify_message.apply(kwargs=tasks[0])
+    assert {w: s[0] for w, s in _state(channel).items()} == {t["wire_msg_id"]: 1 for t in tasks}
+    receipt = MessageReceipt.objects.get(channel_id=channel.channel_id, wire_msg_id=tasks[1]["wire_msg_id"])
+    assert (receipt.author_id, receipt.sent_at.isoformat()) == (tasks[1]["author_id"], tasks[1]["sent_at"])
+
+
 def test_a_batch_leaves_every_unusual_message_to_its_own_task(jeeves_settings, redis_client):
     conv = evalset.load("conv-001")
     channel = _channel(conv)

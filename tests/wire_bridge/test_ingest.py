@@ -146,51 +146,51 @@ def test_redelivery_creates_no_second_receipt_and_no_second_task(client, channel
 
 
 def test_a_failed_publish_keeps_no_receipt_so_the_retry_is_queued(client, channel, published, monkeypatch):
-    """Accepted, then lost: the broker refuses the publish after the receipt was written. The receipt
-    rolls back with it, the webhook answers 503, and Wire's retry is queued once (not a duplicate)."""
+    """Accepted, then lost: Redis fails the admission's round trip (gate, dedupe, window, claim check and the
+    publish in one script). No receipt is written, the webhook answers 503, and Wire's retry is queued once
+    (not a duplicate)."""
     import redis
-    from redis.client import Pipeline
+    from redis.commands.core import Script
 
-    real = Pipeline.execute
+    real = Script.__call__
     calls = {"n": 0}
 
-    def refuse_once(self, *args, **kwargs):  # the pipeline carrying the publish
+    def refuse_once(self, *args, **kwargs):  # the script carrying the publish
         calls["n"] += 1
         if calls["n"] == 1:
             raise redis.ConnectionError("broker refused the publish")
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(Pipeline, "execute", refuse_once)
+    say(client, channel, "m0", "warming the gate")
+    monkeypatch.setattr(Script, "__call__", refuse_once)
     event = sidecar_text(channel, ALICE, "m1", "shall we retry three times")
     response = post(client, event)
     assert response.status_code == 503 and response["Retry-After"]
-    assert not MessageReceipt.objects.filter(channel_id=channel).exists() and classify_tasks(published) == []
+    assert not MessageReceipt.objects.filter(channel_id=channel, wire_msg_id="m1").exists()
+    assert [t["wire_msg_id"] for t in classify_tasks(published)] == ["m0"]
 
     assert post(client, event).json() == {"status": "queued"}
     assert post(client, event).json() == {"status": "duplicate"}
-    assert MessageReceipt.objects.filter(channel_id=channel).count() == 1
-    assert len(classify_tasks(published)) == 1
-    assert [m.id for m in window.read(channel)] == ["m1"]
+    assert MessageReceipt.objects.filter(channel_id=channel, wire_msg_id="m1").count() == 1
+    assert [t["wire_msg_id"] for t in classify_tasks(published)] == ["m0", "m1"]
+    assert [m.id for m in window.read(channel)] == ["m0", "m1"]
 
 
 def test_a_bridge_that_dies_after_the_publish_leaves_the_receipt_to_the_worker(client, channel, published, monkeypatch):
-    """The task reached the broker but the receipt never committed (the web process died in between):
+    """The task reached the broker but the receipt was never written (the web process died in between):
     the classify worker writes the receipt, and Wire's retry is then a duplicate."""
     from knowledge import receipts
     from pipeline.tasks import classify_message
-    from wire_bridge import ingest
 
-    real = ingest._publish_classify
+    def die(*args, **kwargs):  # after the Redis step queued the task, before the receipt is written
+        raise SystemError("the web process died before writing the receipt")
 
-    def publish_then_die(event, epoch, pipe, **kwargs):
-        real(event, epoch, pipe, **kwargs)
-        raise SystemError("the web process died before the commit")
-
-    monkeypatch.setattr(ingest, "_publish_classify", publish_then_die)
+    say(client, channel, "m0", "warming the gate")
+    monkeypatch.setattr(receipts, "defer_receipt", die)
     event = sidecar_text(channel, ALICE, "m1", "shall we retry three times")
     assert post(client, event).status_code == 503
-    assert not MessageReceipt.objects.filter(channel_id=channel).exists()
-    [task] = classify_tasks(published)
+    assert not MessageReceipt.objects.filter(channel_id=channel, wire_msg_id="m1").exists()
+    [_, task] = classify_tasks(published)
     monkeypatch.undo()
 
     classify_message(**task)  # the worker's turn
@@ -203,39 +203,48 @@ def test_a_bridge_that_dies_after_the_publish_leaves_the_receipt_to_the_worker(c
 
 
 @pytest.mark.django_db(transaction=True)
-def test_on_its_own_the_admission_commits_after_the_publish_and_rolls_back_a_failed_one(
+def test_on_its_own_the_receipt_is_written_after_the_response_and_a_failed_publish_writes_none(
     client, channel, published, monkeypatch
 ):
-    """The webhook's own path, with no caller transaction around it (BEGIN and the admission in one round
-    trip): the receipt is committed for everyone once published; a failed publish leaves no receipt and
-    no transaction open."""
+    """The webhook's own path, with no caller transaction around it: a message admitted in Redis has its receipt
+    sent after the response (and committed for everyone once its answer is read); a failed publish leaves no
+    receipt and no transaction open; the cold path (no gate) commits its receipt in the admission."""
     import psycopg
     import redis
     from django.db import connection
-    from redis.client import Pipeline
+    from redis.commands.core import Script
 
-    def committed() -> int:  # what another connection sees
+    from knowledge import gate, receipts
+
+    def committed() -> int:  # what another connection sees, once this one's answers are read
+        receipts.settle()
         with psycopg.connect(**connection.get_connection_params()) as other:
             return other.execute("SELECT count(*) FROM message_receipts WHERE channel_id = %s", [channel]).fetchone()[0]
 
-    def refuse(*args, **kwargs):  # the pipeline carrying the publish
+    def refuse(*args, **kwargs):  # the script carrying the publish
         raise redis.ConnectionError("broker refused the publish")
 
-    real = Pipeline.execute
-    monkeypatch.setattr(Pipeline, "execute", refuse)
+    assert say(client, channel, "m0", "admitted in Postgres: the gate is cold").json() == {"status": "queued"}
+    assert committed() == 1
+    real = Script.__call__
+    monkeypatch.setattr(Script, "__call__", refuse)
     event = sidecar_text(channel, ALICE, "m1", "shall we retry three times")
     assert post(client, event).status_code == 503
-    assert committed() == 0 and classify_tasks(published) == []
+    assert committed() == 1 and len(classify_tasks(published)) == 1
     assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
-    monkeypatch.setattr(Pipeline, "execute", real)
+    monkeypatch.setattr(Script, "__call__", real)
     assert post(client, event).json() == {"status": "queued"}
-    assert committed() == 1
+    assert connection.connection in receipts._UNREAD  # sent after the response, its answer not read yet
+    assert committed() == 2
     assert post(client, event).json() == {"status": "duplicate"}
-    assert committed() == 1 and len(classify_tasks(published)) == 1
+    assert committed() == 2 and len(classify_tasks(published)) == 2
     assert say(client, channel, "p1", "@jeeves pause", at_jeeves=True).json() == {"status": "command"}
     assert say(client, channel, "m2", "while paused").json() == {"status": "dropped"}
-    assert committed() == 2  # the command's receipt; nothing of the paused message
+    assert committed() == 3  # the command's receipt; nothing of the paused message
+    gate.forget(channel)
+    assert say(client, channel, "m3", "while paused, the gate cold").json() == {"status": "dropped"}
+    assert committed() == 3
     assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
@@ -246,10 +255,13 @@ def test_on_its_own_the_admission_replaces_a_kept_connection_the_server_dropped(
     import psycopg
     from django.db import connection
 
+    from knowledge import gate
+
     assert say(client, channel, "m1", "first on this connection").json() == {"status": "queued"}
     dropped = connection.connection
     with psycopg.connect(**connection.get_connection_params()) as other:
         other.execute("SELECT pg_terminate_backend(%s)", [dropped.info.backend_pid])
+    gate.forget(channel)  # admitted in Postgres
     assert say(client, channel, "m2", "after the server dropped it").json() == {"status": "queued"}
     assert connection.connection is not dropped
     assert say(client, channel, "m2", "after the server dropped it").json() == {"status": "duplicate"}
@@ -486,30 +498,39 @@ def test_leaving_with_no_grace_asks_for_the_purge_at_once(client, channel, publi
 
 @pytest.mark.django_db(transaction=True)
 def test_on_its_own_the_admission_reads_its_commit_after_the_response(client, channel, published):
-    """An admitted message's COMMIT is sent before the answer and its answer read after it (Django's
-    request_finished), or else by the connection's next admission; a pause right after still holds."""
+    """A message admitted in Postgres (cold gate) has its COMMIT sent before the answer and its answer read
+    after it (Django's request_finished), or else by the next request; one admitted in Redis has its receipt
+    sent after the answer; a request of the webhook starts without waiting for either, another one waits; a
+    pause right after still holds."""
     import psycopg
     from django.core.signals import request_finished
     from django.db import connection
 
-    from knowledge import receipts
+    from knowledge import gate, receipts
 
     def committed() -> int:  # what another connection sees
+        receipts.settle()
         with psycopg.connect(**connection.get_connection_params()) as other:
             return other.execute("SELECT count(*) FROM message_receipts WHERE channel_id = %s", [channel]).fetchone()[0]
 
     assert say(client, channel, "m1", "read after the response").json() == {"status": "queued"}
-    assert connection.connection not in receipts._UNREAD and committed() == 1
+    assert committed() == 1
     request_finished.disconnect(dispatch_uid="knowledge.receipts.settle")
     try:
+        gate.forget(channel)
         assert say(client, channel, "m2", "left unread").json() == {"status": "queued"}
         assert connection.connection in receipts._UNREAD
-        assert say(client, channel, "m3", "read by the next admission").json() == {"status": "queued"}
-        receipts.settle()
+        assert say(client, channel, "m3", "read by the next request").json() == {"status": "queued"}
     finally:
-        request_finished.connect(receipts.settle, dispatch_uid="knowledge.receipts.settle")
-    assert committed() == 3
+        request_finished.connect(receipts.request_finished, dispatch_uid="knowledge.receipts.settle")
+    assert say(client, channel, "m4", "its receipt sent after the response").json() == {"status": "queued"}
+    assert connection.connection in receipts._UNREAD or len(receipts._deferred.receipts) == 2
+    receipts.request_started(environ={"PATH_INFO": "/admin/login/"})  # not the webhook: waits for the answers
+    assert connection.connection not in receipts._UNREAD
+    receipts.request_finished()  # sends what is left
+    assert committed() == 4
     assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     assert say(client, channel, "p1", "@jeeves pause", at_jeeves=True).json() == {"status": "command"}
-    assert say(client, channel, "m4", "while paused").json() == {"status": "dropped"}
-    assert [t["wire_msg_id"] for t in classify_tasks(published)] == ["m1", "m2", "m3"]
+    assert say(client, channel, "m5", "while paused").json() == {"status": "dropped"}
+    assert [t["wire_msg_id"] for t in classify_tasks(published)] == ["m1", "m2", "m3", "m4"]
+    receipts.settle()

@@ -2,9 +2,9 @@
 
 JEEVES_CHAOS_PUBLISH_FAULT=refuse:N — every Nth publish of a classify task raises, as a broker refusing it;
 JEEVES_CHAOS_PUBLISH_FAULT=die:N    — every Nth publish goes through, then the process dies at once (before
-                                      the receipt's commit), as a web host losing power at the worst moment.
-A publish is kombu's (`Producer.publish`) or, on the webhook's path, the Redis pipeline that queues the task
-(an LPUSH or a gated EVAL onto a classify list, wire_bridge/ingest.py).
+                                      the receipt is written), as a web host losing power at the worst moment.
+A publish is kombu's (`Producer.publish`) or, on the webhook's path, the Redis pipeline or script that queues the
+task (an LPUSH, a gated EVAL or the admission script's EVALSHA onto a classify list, wire_bridge/ingest.py).
 """
 
 import os
@@ -54,6 +54,24 @@ if _SPEC:
         return _real_execute(self, *args, **kwargs)
 
     redis.client.Pipeline.execute = _execute
+
+    import redis.commands.core
+
+    _real_script = redis.commands.core.Script.__call__
+
+    def _script(self, keys=(), args=(), client=None):
+        # The webhook's admission script (wire_bridge/ingest.py, `_ADMIT`) queues the task with the rest.
+        if any(str(k).startswith("classify") for k in keys) and (not args or args[0] != "fill"):
+            _count["n"] += 1
+            if _count["n"] % int(_every) == 0:
+                if _mode == "refuse":
+                    raise redis.ConnectionError("chaos: the broker refused the publish")
+                result = _real_script(self, keys, args, client)
+                os._exit(1)
+                return result
+        return _real_script(self, keys, args, client)
+
+    redis.commands.core.Script.__call__ = _script
 
 # JEEVES_CHAOS_CLOCK_SHIFT_S=S — this process's clock runs S seconds ahead of everyone else's (time-machine
 # moves the C-level clock too), as a host whose NTP has drifted.
