@@ -284,12 +284,28 @@ def as_decided(clause: str) -> str:
 
 
 _CHOSEN = re.compile(r"^go with\s+(?=\w)", re.IGNORECASE)
+# An order's object opens on a determiner or a pronoun ("keep the audit trail", "move it"): a first word that is
+# also a noun ("ship date moves…", "separate repo", "line 4 runs…") is no order then.
+_ORDERED = re.compile(
+    r"^(\w+)\s+(?=(?:the|a|an|it|them|this|that|these|those|all|both|every|each|our|its|their)\b)", re.IGNORECASE
+)
 
 
 def as_chosen(clause: str) -> str:
-    """A decision said as the order to choose ("Go with the oak finish") as what the team chose: "the team
-    goes with the oak finish"."""
-    return _CHOSEN.sub("the team goes with ", clause, count=1)
+    """A decision said as an order to the team as what the team chose: "Go with the oak finish" → "the team
+    goes with the oak finish", "Keep the old ledger for a year" → "the team will keep the old ledger for a
+    year"."""
+    if _CHOSEN.match(clause):
+        return _CHOSEN.sub("the team goes with ", clause, count=1)
+    if (order := _ORDERED.match(clause)) and starts_with_verb(clause) and order.group(1).casefold() not in _NOT_ORDERS:
+        return f"the team will {clause[0].lower()}{clause[1:]}"
+    return clause
+
+
+_NOT_ORDERS = {
+    "let", "please", "be", "is", "are", "was", "were", "has", "have", "had", "does", "did",
+    "can", "could", "may", "might", "must", "shall", "should", "will", "would", "while", "once", "so",
+}  # fmt: skip
 
 
 def _without_label(text: str) -> str:

@@ -471,3 +471,9 @@ def test_a_decision_said_as_an_order_to_choose_is_stored_as_what_the_team_chose(
     )
     assert as_chosen("the team goes with the oak finish") == "the team goes with the oak finish"
     assert as_chosen("Gone with the wind") == "Gone with the wind"
+    # An order to the team is what the team will do; a first word that is also a noun, a modal or a
+    # conjunction opens no order.
+    assert as_chosen("Keep the night shuttle until March") == "the team will keep the night shuttle until March"
+    assert as_chosen("Park it until the board meets") == "the team will park it until the board meets"
+    for said in ("Ship date moves to the 9th", "May the pilot start early", "While the vans are out, no deliveries"):
+        assert as_chosen(said) == said
