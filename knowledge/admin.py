@@ -49,6 +49,9 @@ from knowledge.models import (
 class ReadOnlyAdmin(admin.ModelAdmin):
     """For tables the pipeline owns: viewable, never edited or added by hand."""
 
+    class Media:
+        css = {"all": ("knowledge/admin.css",)}  # a record's text gets the width of its list
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 

@@ -187,3 +187,10 @@ def test_the_action_list_shows_deadlines_in_the_channel_s_time(reviewer):
     Decision.objects.filter(pk=counted.pk).update(decided_at=end_of_tuesday)
     page = reviewer.get("/admin/knowledge/decision/").content.decode()
     assert "Tue 7 Apr 2026, 23:59" in page and "Wed 8 Apr" not in page  # (the date drill-down stays UTC's)
+
+
+@pytest.mark.parametrize("model", ["decision", "action", "conversationsignal"])
+def test_a_records_text_gets_the_width_of_its_list(reviewer, model):
+    page = reviewer.get(f"/admin/knowledge/{model}/")
+    assert page.status_code == 200
+    assert "knowledge/admin.css" in page.content.decode()
