@@ -9,7 +9,7 @@ import logging
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -63,20 +63,59 @@ def _figures(text: str) -> set[str]:
     return set(re.findall(r"\d+(?:[.,]\d+)?", text))
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Draft:
+    """A record's own columns as read, named as the model names them; its writer guards the texts and tags
+    (knowledge/verbatim.py) and stores the rest as they are. These three every kind has; each kind adds its own."""
+
+    confidence: float
+    tags: list[str] | None = None
+    extraction_model: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecisionDraft(_Draft):
+    """What record_decision stores."""
+
+    summary: str
+    rationale: str | None
+    decided_by: list[str]
+    decided_at: datetime
+    prompt_version: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionDraft(_Draft):
+    """What record_action stores."""
+
+    description: str
+    owner_id: str | None
+    owner_name: str | None
+    deadline: datetime | None
+    status: str
+    related_decision: Decision | None = None
+    prompt_version: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SignalDraft(_Draft):
+    """What record_signal stores."""
+
+    signal_type: str
+    summary: str
+    occurred_at: datetime
+    participants: list[str] | None = None
+    related_entities: list[uuid.UUID] | None = None
+    confidence: float = 0.6
+
+
 def record_decision(
     channel: ChannelConfig,
+    draft: DecisionDraft,
     *,
-    summary: str,
-    rationale: str | None,
-    decided_by: list[str],
-    decided_at: datetime,
-    confidence: float,
     source: dict,
     sources_text: Sequence[str],
     key: str,
-    tags: list[str] | None = None,
-    extraction_model: str | None = None,
-    prompt_version: str | None = None,
     vector: Sequence[float] | None = None,
     restates: str | None = None,
     unembedded: Mapping[uuid.UUID, Sequence[float]] | None = None,
@@ -88,34 +127,23 @@ def record_decision(
     this decision's Tier-3 text (`pipeline.embed.decision_text` of the guarded fields) embedded in
     memory, for the comparison only; `unembedded` holds in-memory vectors, made the same way, of the
     channel's decisions Tier 3 has not embedded yet (written earlier in this run, or one run ago)."""
-    summary, rationale, tags = decision_fields(summary, rationale, tags, sources_text)
+    summary, rationale, tags = decision_fields(draft.summary, draft.rationale, draft.tags, sources_text)
     existing = Decision.objects.filter(channel=channel, source_key=key).first()
     if existing is not None:
         return Written(existing, False)
     restated = _restated_decision(channel, summary, vector, restates, unembedded or {})
     if restated is not None:
         restated.source_ref = merge_source_refs(restated.source_ref, source)
-        restated.confidence = max(restated.confidence, confidence)
-        restated.decided_by = list(dict.fromkeys([*restated.decided_by, *decided_by]))
+        restated.confidence = max(restated.confidence, draft.confidence)
+        restated.decided_by = list(dict.fromkeys([*restated.decided_by, *draft.decided_by]))
         restated.save(update_fields=["source_ref", "confidence", "decided_by"])
         logger.info("decision restated: channel=%s decision=%s", channel.channel_id, restated.friendly_id)
         return Written(restated, False)
+    row = replace(
+        draft, summary=summary, rationale=rationale, tags=tags, decided_by=list(dict.fromkeys(draft.decided_by))
+    )
     return _insert(
-        Decision,
-        channel,
-        key,
-        friendly_kind="DEC",
-        text=summary,
-        sources_text=sources_text,
-        summary=summary,
-        rationale=rationale,
-        decided_by=list(dict.fromkeys(decided_by)),
-        decided_at=decided_at,
-        confidence=confidence,
-        tags=tags,
-        source=source,
-        extraction_model=extraction_model,
-        prompt_version=prompt_version,
+        Decision, channel, key, row, text=summary, sources_text=sources_text, source=source, friendly_kind="DEC"
     )
 
 
@@ -143,28 +171,24 @@ def _insert(
     model: type[models.Model],
     channel: ChannelConfig,
     key: str,
+    row: _Draft,
     *,
     text: str,
     sources_text: Sequence[str],
-    confidence: float,
-    tags: Sequence[str] | None,
     source: dict,
-    extraction_model: str | None,
     friendly_kind: str | None = None,
-    **fields: object,
+    **derived: object,
 ) -> Written:
-    """A new row under its natural key (channel, source_key), with its organisation, the restatement of
-    `text` and where it comes from, unless one is there. get_or_create: a concurrent run that wrote the same
-    key first wins; the friendly id (`friendly_kind`: DEC, ACT) is drawn inside the insert's transaction, so
-    a lost race does not use one up."""
+    """A new row under its natural key (channel, source_key): the draft's columns (guarded), the `derived`
+    ones, its organisation, the restatement of `text` and where it comes from, unless one is there.
+    get_or_create: a concurrent run that wrote the same key first wins; the friendly id (`friendly_kind`:
+    DEC, ACT) is drawn inside the insert's transaction, so a lost race does not use one up."""
     defaults: dict[str, object] = {
         "organisation_id": channel.organisation_id,
         "restatement": verbatim.restatement(text, sources_text),
-        "confidence": confidence,
-        "tags": tags or [],
         "source_ref": source,
-        "extraction_model": extraction_model,
-        **fields,
+        **{f.name: getattr(row, f.name) for f in fields(row)},
+        **derived,
     }
     if friendly_kind is not None:
         defaults["friendly_id"] = lambda: next_friendly_id(channel.channel_id, friendly_kind)
@@ -205,99 +229,60 @@ def _restated_decision(
 
 def record_action(
     channel: ChannelConfig,
+    draft: ActionDraft,
     *,
-    description: str,
-    owner_id: str | None,
-    owner_name: str | None,
-    deadline: datetime | None,
-    status: str,
-    confidence: float,
     source: dict,
     sources_text: Sequence[str],
     key: str,
     continues_ids: Sequence[str] = (),
-    related_decision: Decision | None = None,
-    tags: list[str] | None = None,
-    extraction_model: str | None = None,
-    prompt_version: str | None = None,
     created_at: datetime | None = None,
 ) -> Written:
     """Insert an action, or update the one it continues (an earlier action resting on one of
     `continues_ids`: a progress or completion message): status, deadline, source_ref."""
-    description = guard_text(description, sources_text) or ""
-    tags = guard_tags(tags, sources_text)
+    description = guard_text(draft.description, sources_text) or ""
+    tags = guard_tags(draft.tags, sources_text)
+    status, deadline = draft.status, draft.deadline
     existing = Action.objects.filter(channel=channel, source_key=key).first()
     if existing is None:
         existing = _continued(Action, channel, continues_ids, "created_at")
     if existing is not None:
         existing.source_ref = merge_source_refs(existing.source_ref, source)
-        fields = ["source_ref"]
+        changed = ["source_ref"]
         if status == ActionStatus.DONE and existing.status != ActionStatus.DONE:
             existing.status, existing.completed_at = ActionStatus.DONE, said_at(source)
-            fields += ["status", "completed_at"]
+            changed += ["status", "completed_at"]
         if deadline is not None and existing.deadline != deadline:
             existing.deadline, existing.staleness_at = deadline, deadline
-            fields += ["deadline", "staleness_at"]
-        if owner_id and not existing.owner_id:
-            existing.owner_id, existing.owner_name = owner_id, owner_name
-            fields += ["owner_id", "owner_name"]
-        existing.save(update_fields=fields)
+            changed += ["deadline", "staleness_at"]
+        if draft.owner_id and not existing.owner_id:
+            existing.owner_id, existing.owner_name = draft.owner_id, draft.owner_name
+            changed += ["owner_id", "owner_name"]
+        existing.save(update_fields=changed)
         return Written(existing, False)
     created = created_at or timezone.now()
-    staleness_at = deadline or created + timedelta(days=settings.JEEVES.staleness_days)
     return _insert(
         Action,
         channel,
         key,
-        friendly_kind="ACT",
+        replace(draft, description=description, tags=tags),
         text=description,
         sources_text=sources_text,
-        description=description,
-        owner_id=owner_id,
-        owner_name=owner_name,
-        deadline=deadline,
-        status=status,
-        completed_at=said_at(source) if status == ActionStatus.DONE else None,
-        staleness_at=staleness_at,
-        confidence=confidence,
-        tags=tags,
         source=source,
-        related_decision=related_decision,
-        extraction_model=extraction_model,
-        prompt_version=prompt_version,
+        friendly_kind="ACT",
+        completed_at=said_at(source) if status == ActionStatus.DONE else None,
+        staleness_at=deadline or created + timedelta(days=settings.JEEVES.staleness_days),
     )
 
 
 def record_signal(
-    channel: ChannelConfig,
-    *,
-    signal_type: str,
-    summary: str,
-    occurred_at: datetime,
-    source: dict,
-    sources_text: Sequence[str],
-    key: str,
-    participants: list[str] | None = None,
-    confidence: float = 0.6,
-    related_entities: list[uuid.UUID] | None = None,
-    tags: list[str] | None = None,
-    extraction_model: str | None = None,
+    channel: ChannelConfig, draft: SignalDraft, *, source: dict, sources_text: Sequence[str], key: str
 ) -> Written:
-    summary = guard_text(summary, sources_text) or ""
-    tags = guard_tags(tags, sources_text)
-    return _insert(
-        ConversationSignal,
-        channel,
-        key,
-        text=summary,
-        sources_text=sources_text,
-        signal_type=signal_type,
+    summary = guard_text(draft.summary, sources_text) or ""
+    row = replace(
+        draft,
         summary=summary,
-        participants=list(dict.fromkeys(participants or [])),
-        tags=tags,
-        related_entities=related_entities or [],
-        occurred_at=occurred_at,
-        confidence=confidence,
-        source=source,
-        extraction_model=extraction_model,
+        participants=list(dict.fromkeys(draft.participants or [])),
+        related_entities=draft.related_entities or [],
+        tags=guard_tags(draft.tags, sources_text),
     )
+    return _insert(ConversationSignal, channel, key, row, text=summary, sources_text=sources_text, source=source)

@@ -232,17 +232,20 @@ def _record_gist_signal(
     if signal_type is None or not result.gist or sent_at is None:
         return
     try:
-        records.record_signal(
-            channel,
+        gist = records.SignalDraft(
             signal_type=signal_type,
             summary=result.gist,
             occurred_at=sent_at,
-            source=sources.source_ref([(wire_msg_id, sent_at)]),
-            sources_text=[text],
-            key=sources.source_key(sources.SIGNAL_KEY, [wire_msg_id]),  # the key Tier 2 gives it too
             participants=[author_id] if author_id else [],
             confidence=result.confidence,
             extraction_model=model,
+        )
+        records.record_signal(
+            channel,
+            gist,
+            source=sources.source_ref([(wire_msg_id, sent_at)]),
+            sources_text=[text],
+            key=sources.source_key(sources.SIGNAL_KEY, [wire_msg_id]),  # the key Tier 2 gives it too
         )
     except verbatim.VerbatimText:
         counters.bump_counter(channel.channel_id, "verbatim_rejected")

@@ -33,7 +33,16 @@ from knowledge.models import (
     Entity,
     MessageReceipt,
 )
-from knowledge.records import continue_decision, decision_fields, record_action, record_decision, record_signal
+from knowledge.records import (
+    ActionDraft,
+    DecisionDraft,
+    SignalDraft,
+    continue_decision,
+    decision_fields,
+    record_action,
+    record_decision,
+    record_signal,
+)
 from knowledge.sources import SIGNAL_KEY, source_key, source_ref
 from knowledge.verbatim import VerbatimText
 from pipeline import contradictions, debounce, embed, llm, offline, prompts, window
@@ -301,19 +310,18 @@ def _write(
             ordinals[slot] += 1
             return source_key(kind, ids, ordinals[slot] - 1)
 
-        def write_record(kind: str, write, key_kind: str, item, ids: list[str], **fields):
-            """A decision, action or signal resting on `ids`, with where it comes from: the messages' ids and
-            times, its key, its confidence and the model. None when the verbatim guard dropped it."""
+        def write_record(kind: str, write, key_kind: str, ids: list[str], draft, **context):
+            """A decision, action or signal (`draft`) resting on `ids`, with where it comes from: the messages'
+            ids and times, and its key. None when the verbatim guard dropped it."""
             return guarded(
                 kind,
                 write,
                 channel,
+                draft,
                 source=_ref(ids, by_id),
                 sources_text=texts,
                 key=next_key(key_kind, ids),
-                confidence=item.confidence,
-                extraction_model=model,
-                **fields,
+                **context,
             )
 
         decision_by_msg: dict[str, Decision] = {}
@@ -331,14 +339,17 @@ def _write(
                 "decision",
                 record_decision,
                 "dec",
-                item,
                 ids,
-                summary=item.summary,
-                rationale=item.rationale,
-                decided_by=_resolve_members(ctx, item.decided_by),
-                decided_at=_latest(ids, by_id),
-                tags=item.tags,
-                prompt_version=version,
+                DecisionDraft(
+                    summary=item.summary,
+                    rationale=item.rationale,
+                    decided_by=_resolve_members(ctx, item.decided_by),
+                    decided_at=_latest(ids, by_id),
+                    confidence=item.confidence,
+                    tags=item.tags,
+                    extraction_model=model,
+                    prompt_version=version,
+                ),
                 vector=vector,
                 restates=item.restates_existing,
                 unembedded=near.unembedded_decisions,
@@ -367,17 +378,22 @@ def _write(
                 "action",
                 record_action,
                 "act",
-                item,
                 ids,
-                description=item.description,
-                owner_id=owner,
-                owner_name=ctx.display_name(owner) if owner else None,
-                deadline=_deadline(_plausible(item.deadline, [by_id[i].ts for i in ids], ctx.timezone), ctx.timezone),
-                status=item.status,
+                ActionDraft(
+                    description=item.description,
+                    owner_id=owner,
+                    owner_name=ctx.display_name(owner) if owner else None,
+                    deadline=_deadline(
+                        _plausible(item.deadline, [by_id[i].ts for i in ids], ctx.timezone), ctx.timezone
+                    ),
+                    status=item.status,
+                    confidence=item.confidence,
+                    related_decision=related,
+                    tags=item.tags,
+                    extraction_model=model,
+                    prompt_version=version,
+                ),
                 continues_ids=[i for i in ids if i not in pending],
-                related_decision=related,
-                tags=item.tags,
-                prompt_version=version,
                 created_at=_latest(ids, by_id),
             )
             if out is not None:
@@ -439,12 +455,15 @@ def _write(
                 "signal",
                 record_signal,
                 SIGNAL_KEY,
-                item,
                 ids,
-                signal_type=item.signal_type,
-                summary=item.summary,
-                occurred_at=_latest(ids, by_id),
-                participants=participants or list(dict.fromkeys(by_id[i].author_id for i in ids)),
+                SignalDraft(
+                    signal_type=item.signal_type,
+                    summary=item.summary,
+                    occurred_at=_latest(ids, by_id),
+                    participants=participants or list(dict.fromkeys(by_id[i].author_id for i in ids)),
+                    confidence=item.confidence,
+                    extraction_model=model,
+                ),
             )
             if out is not None:
                 written["signal"].append(str(out.record.pk))
@@ -537,17 +556,20 @@ def _record_failure(channel: ChannelConfig, win: list[WindowMessage], pending_id
     by_id = {m.id: m for m in win}
     ids = [i for i in pending_ids if i in by_id]
     authors = list(dict.fromkeys(by_id[i].author_id for i in ids))
-    record_signal(
-        channel,
+    failed = SignalDraft(
         signal_type="discussion",
         summary=f"A discussion of {len(ids)} messages took place that could not be extracted automatically.",
         occurred_at=_latest(ids, by_id),
-        source=_ref(ids, by_id),
-        sources_text=[by_id[i].text for i in ids],
-        key=source_key("extract-failed", ids),
         participants=authors,
         confidence=0.3,
         extraction_model=None,
+    )
+    record_signal(
+        channel,
+        failed,
+        source=_ref(ids, by_id),
+        sources_text=[by_id[i].text for i in ids],
+        key=source_key("extract-failed", ids),
     )
     bump_counter(channel.channel_id, "extract_failed")
 

@@ -328,11 +328,9 @@ SAID = "right then, the quarterly offsite moves from Leeds to York because the v
 def _restated(channel: ChannelConfig, key: str, summary: str) -> None:
     records.record_decision(
         channel,
-        summary=summary,
-        rationale=None,
-        decided_by=[f"alice@{ORG}"],
-        decided_at=NOW,
-        confidence=0.8,
+        records.DecisionDraft(
+            summary=summary, rationale=None, decided_by=[f"alice@{ORG}"], decided_at=NOW, confidence=0.8
+        ),
         source=_ref(key),
         sources_text=[SAID],
         key=key,

@@ -118,12 +118,14 @@ class Populated:
         proactive.set_digest(ch, self.person, True)
         self.action = records.record_action(
             ch,
-            description="Someone will write up the release checklist.",
-            owner_id=self.person,
-            owner_name="Pat",
-            deadline=None,
-            status="open",
-            confidence=0.9,
+            records.ActionDraft(
+                description="Someone will write up the release checklist.",
+                owner_id=self.person,
+                owner_name="Pat",
+                deadline=None,
+                status="open",
+                confidence=0.9,
+            ),
             source=sources.source_ref([(m2, T0)]),
             sources_text=[],
             key=f"act:{m2}:0",
@@ -131,13 +133,15 @@ class Populated:
         ).record
         self.signal = records.record_signal(
             ch,
-            signal_type="blocker",
-            summary="A blocker was reported on the release train.",
-            occurred_at=T0,
+            records.SignalDraft(
+                signal_type="blocker",
+                summary="A blocker was reported on the release train.",
+                occurred_at=T0,
+                participants=[self.colleague, self.person],
+            ),
             source=sources.source_ref([(m3, T0)]),
             sources_text=[],
             key=f"sig:{m3}:0",
-            participants=[self.colleague, self.person],
         ).record
         for record, kind, seed in ((self.action, "action", 3), (self.signal, "signal", 4)):
             embeddings.record_embedding(
@@ -187,8 +191,10 @@ class Populated:
         # person's action to the colleague (the person's id in its before).
         review.audit(self.decision, actor="lead", action="confirm", before={"status": "active"}, after={})
         self.handed_over = records.record_action(
-            other, description="Someone will tidy the ledger backlog.", owner_id=self.colleague, owner_name="Col",
-            deadline=None, status="open", confidence=0.9, source=sources.source_ref([(self.other_msgs[0], T0)]),
+            other, records.ActionDraft(
+                description="Someone will tidy the ledger backlog.", owner_id=self.colleague, owner_name="Col",
+                deadline=None, status="open", confidence=0.9,
+            ), source=sources.source_ref([(self.other_msgs[0], T0)]),
             sources_text=[], key=f"act:{self.other_msgs[0]}:0", created_at=T0,
         ).record  # fmt: skip
         review.audit(
@@ -204,7 +210,7 @@ class Populated:
 
     def _decision(self, ch, ids, summary, by, seed):
         out = records.record_decision(
-            ch, summary=summary, rationale=None, decided_by=by, decided_at=T0, confidence=0.9,
+            ch, records.DecisionDraft(summary=summary, rationale=None, decided_by=by, decided_at=T0, confidence=0.9),
             source=sources.source_ref([(i, T0) for i in ids]), sources_text=[], key=f"dec:{ids[0]}:0",
         )  # fmt: skip
         embeddings.record_embedding(  # as Tier 3 would

@@ -24,12 +24,14 @@ def _channel(channel_id: str, **fields) -> ChannelConfig:
 def _action(channel: ChannelConfig, key: str, *, overdue_h: float | None, deadline_h: float | None = None) -> Action:
     action = records.record_action(
         channel,
-        description=f"Yusuf to check the fog signal log ({key}).",
-        owner_id=f"u-yusuf@{ORG}",
-        owner_name="Yusuf",
-        deadline=NOW - timedelta(hours=deadline_h) if deadline_h is not None else None,
-        status=ActionStatus.OPEN,
-        confidence=0.8,
+        records.ActionDraft(
+            description=f"Yusuf to check the fog signal log ({key}).",
+            owner_id=f"u-yusuf@{ORG}",
+            owner_name="Yusuf",
+            deadline=NOW - timedelta(hours=deadline_h) if deadline_h is not None else None,
+            status=ActionStatus.OPEN,
+            confidence=0.8,
+        ),
         source=sources.source_ref([(f"{key}-m", NOW - timedelta(days=9))]),
         sources_text=[],
         key=key,

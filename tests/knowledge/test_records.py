@@ -17,11 +17,9 @@ from tests.knowledge.conftest import MESSAGE, T0
 def _decision(channel, key="dec:a:0", ids=("m010",), summary="The team chose queue retries with backoff."):
     return records.record_decision(
         channel,
-        summary=summary,
-        rationale=None,
-        decided_by=["u1@wire.example"],
-        decided_at=T0,
-        confidence=0.9,
+        records.DecisionDraft(
+            summary=summary, rationale=None, decided_by=["u1@wire.example"], decided_at=T0, confidence=0.9
+        ),
         source=sources.source_ref([(i, T0) for i in ids]),
         sources_text=[MESSAGE],
         key=key,
@@ -45,11 +43,13 @@ def test_the_model_saying_restates_extends_the_source_ref(channel):
     _decision(channel)
     out = records.record_decision(
         channel,
-        summary="Queue retries confirmed.",
-        rationale=None,
-        decided_by=["u2@wire.example"],
-        decided_at=T0,
-        confidence=0.8,
+        records.DecisionDraft(
+            summary="Queue retries confirmed.",
+            rationale=None,
+            decided_by=["u2@wire.example"],
+            decided_at=T0,
+            confidence=0.8,
+        ),
         source=sources.source_ref([("m030", T0)]),
         sources_text=[],
         key="dec:b:0",
@@ -88,25 +88,33 @@ def test_friendly_ids_are_unique_under_concurrency():
     assert sorted(ids) == [f"ACT-{n:04d}" for n in range(1, 41)]
 
 
+def _toms(description: str, status: str) -> records.ActionDraft:
+    return records.ActionDraft(
+        description=description,
+        owner_id="u1@wire.example",
+        owner_name="Tom",
+        deadline=None,
+        status=status,
+        confidence=0.8,
+    )
+
+
 def test_an_action_continued_by_a_completion_message_is_updated_not_duplicated(channel):
-    common = dict(owner_id="u1@wire.example", owner_name="Tom", deadline=None, confidence=0.8, sources_text=[])
     first = records.record_action(
         channel,
-        description="Tom raises the alert threshold.",
-        status="open",
+        _toms("Tom raises the alert threshold.", "open"),
         source=sources.source_ref([("m018", T0)]),
+        sources_text=[],
         key="act:a:0",
-        **common,
     )
     assert first.record.staleness_at is not None  # created + JEEVES_STALENESS_DAYS
     done = records.record_action(
         channel,
-        description="Tom raised the alert threshold.",
-        status="done",
+        _toms("Tom raised the alert threshold.", "done"),
         source=sources.source_ref([("m018", T0), ("m027", T0)]),
+        sources_text=[],
         key="act:b:0",
         continues_ids=["m018"],
-        **common,
     )
     assert not done.created
     action = Action.objects.get()
@@ -116,19 +124,18 @@ def test_an_action_continued_by_a_completion_message_is_updated_not_duplicated(c
 def test_a_completion_is_dated_by_the_message_that_reports_it(channel):
     # A backlog replayed (or a worker that was busy) must not date last month's "done" today.
     reported = T0 + timedelta(days=2, hours=3)
-    common = dict(owner_id="u1@wire.example", owner_name="Tom", deadline=None, confidence=0.8, sources_text=[])
     records.record_action(
-        channel, description="Tom archives the old dashboards.", status="open",
-        source=sources.source_ref([("m101", T0)]), key="act:c:0", **common,
+        channel, _toms("Tom archives the old dashboards.", "open"),
+        source=sources.source_ref([("m101", T0)]), sources_text=[], key="act:c:0",
     )  # fmt: skip
     records.record_action(
-        channel, description="Tom archived the old dashboards.", status="done",
-        source=sources.source_ref([("m101", T0), ("m109", reported)]), key="act:d:0", continues_ids=["m101"],
-        **common,
+        channel, _toms("Tom archived the old dashboards.", "done"),
+        source=sources.source_ref([("m101", T0), ("m109", reported)]), sources_text=[], key="act:d:0",
+        continues_ids=["m101"],
     )  # fmt: skip
     born_done = records.record_action(
-        channel, description="Tom renewed the domain.", status="done",
-        source=sources.source_ref([("m120", T0), ("m121", reported)]), key="act:e:0", **common,
+        channel, _toms("Tom renewed the domain.", "done"),
+        source=sources.source_ref([("m120", T0), ("m121", reported)]), sources_text=[], key="act:e:0",
     )  # fmt: skip
     assert Action.objects.get(source_key="act:c:0").completed_at == reported
     assert born_done.record.completed_at == reported

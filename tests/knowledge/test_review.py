@@ -18,12 +18,14 @@ OTHER = "c2@wire.example"
 def _action(channel: ChannelConfig, key: str, status: str = ActionStatus.OPEN) -> Action:
     return records.record_action(
         channel,
-        description="Odile to book the venue for the offsite.",
-        owner_id="u7@wire.example",
-        owner_name="Odile",
-        deadline=None,
-        status=status,
-        confidence=0.8,
+        records.ActionDraft(
+            description="Odile to book the venue for the offsite.",
+            owner_id="u7@wire.example",
+            owner_name="Odile",
+            deadline=None,
+            status=status,
+            confidence=0.8,
+        ),
         source=sources.source_ref([(f"{key}-m", T0)]),
         sources_text=[],
         key=key,
@@ -33,11 +35,13 @@ def _action(channel: ChannelConfig, key: str, status: str = ActionStatus.OPEN) -
 def _decision(channel: ChannelConfig, key: str, summary: str, days: int = 0) -> Decision:
     return records.record_decision(
         channel,
-        summary=summary,
-        rationale=None,
-        decided_by=["u7@wire.example"],
-        decided_at=T0 + timedelta(days=days),
-        confidence=0.9,
+        records.DecisionDraft(
+            summary=summary,
+            rationale=None,
+            decided_by=["u7@wire.example"],
+            decided_at=T0 + timedelta(days=days),
+            confidence=0.9,
+        ),
         source=sources.source_ref([(f"{key}-m", T0 + timedelta(days=days))]),
         sources_text=[],
         key=key,

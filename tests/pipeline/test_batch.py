@@ -196,15 +196,17 @@ def _signal(channel: ChannelConfig, n: int) -> str:
     at = datetime(2026, 3, 2, 10, n, tzinfo=UTC)
     row = records.record_signal(
         channel,
-        signal_type="update",
-        summary=f"The rollout reached stage {n} of the plan for {channel.channel_name}.",
-        occurred_at=at,
+        records.SignalDraft(
+            signal_type="update",
+            summary=f"The rollout reached stage {n} of the plan for {channel.channel_name}.",
+            occurred_at=at,
+            participants=[],
+            confidence=0.9,
+            extraction_model="local",
+        ),
         source=sources.source_ref([(f"m{n}", at)]),
         sources_text=[],
         key=f"t1:m{n}",
-        participants=[],
-        confidence=0.9,
-        extraction_model="local",
     )
     return str(row.record.pk)
 

@@ -25,8 +25,10 @@ def test_a_delete_blocked_by_a_lock_is_retried_until_it_succeeds(redis_url):
     channel = ChannelConfig.objects.create(channel_id=f"{uuid.uuid4()}@wire.example", organisation_id="wire.example")
     message = str(uuid.uuid4())
     decision = records.record_decision(
-        channel, summary="The team chose the quarterly release train.", rationale=None, decided_by=[],
-        decided_at=T0, confidence=0.9, source=sources.source_ref([(message, T0)]), sources_text=[],
+        channel, records.DecisionDraft(
+            summary="The team chose the quarterly release train.", rationale=None, decided_by=[], decided_at=T0,
+            confidence=0.9,
+        ), source=sources.source_ref([(message, T0)]), sources_text=[],
         key=f"dec:{message}:0",
     ).record  # fmt: skip
     worker = WorkerProcess("extract", service_env(broker), name="forget")
