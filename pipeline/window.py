@@ -61,18 +61,23 @@ def key_for(channel_id: str) -> str:
 # Push, trim to the window's size, refresh the key's TTL and drop the entries that arrived longer ago than the
 # max age, in one server-side step (one round trip, or none of its own inside a caller's pipeline). The
 # key's TTL only bounds a quiet channel; in a busy one the oldest entries must go by age too.
-_PUSH = """
-redis.call('RPUSH', KEYS[1], ARGV[1])
-redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-local cutoff = tonumber(ARGV[4])
-local head = redis.call('LINDEX', KEYS[1], 0)
+def push_lua(key: str, entry: str, size: str, ttl: str, cutoff: str) -> str:
+    """The push as Lua statements over the given KEYS/ARGV slots, for a script that pushes as one of its steps
+    (the webhook's admission, `wire_bridge.ingest`)."""
+    return f"""
+redis.call('RPUSH', {key}, {entry})
+redis.call('LTRIM', {key}, -tonumber({size}), -1)
+redis.call('EXPIRE', {key}, {ttl})
+local cutoff = tonumber({cutoff})
+local head = redis.call('LINDEX', {key}, 0)
 while head and cjson.decode(head)['received_at'] < cutoff do
-  redis.call('LPOP', KEYS[1])
-  head = redis.call('LINDEX', KEYS[1], 0)
+  redis.call('LPOP', {key})
+  head = redis.call('LINDEX', {key}, 0)
 end
-return 1
 """
+
+
+_PUSH = push_lua("KEYS[1]", "ARGV[1]", "ARGV[2]", "ARGV[3]", "ARGV[4]") + "return 1\n"
 
 
 def push(channel_id: str, message: WindowMessage, pipe: Pipeline | None = None) -> None:

@@ -56,25 +56,28 @@ logger = logging.getLogger(__name__)
 # which no Wire message id takes) makes a late `app_added` a no-op. A `user_joined` for a conversation not yet
 # known waits here (member ids and names, an hour) for the `app_added` that will introduce it.
 CONVERSATION_DELETED = "#conversation-deleted"
+
+
 # Fairness: a token bucket per channel (JEEVES_CHANNEL_RATE messages/s, JEEVES_CHANNEL_BURST), on Redis' clock;
 # its key expires after keys.BUCKET's TTL (ARGV[3]: the time the bucket takes to fill, and a minute).
-_TOKEN_BUCKET = """
+def _bucket_lua(key: str, rate: str, burst: str, ttl: str) -> str:
+    """Take a token from the bucket at `key` as Lua statements: `allowed` (the caller's local, 1) becomes 0
+    when the bucket is empty."""
+    return f"""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])
-local held = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local rate, burst = tonumber({rate}), tonumber({burst})
+local held = redis.call('HMGET', {key}, 'tokens', 'at')
 local tokens = tonumber(held[1]) or burst
 local at = tonumber(held[2]) or now
 tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
-local allowed = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-  allowed = 1
-end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-return allowed
+if tokens >= 1 then tokens = tokens - 1 else allowed = 0 end
+redis.call('HSET', {key}, 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('EXPIRE', {key}, {ttl})
 """
+
+
+_TOKEN_BUCKET = "local allowed = 1\n" + _bucket_lua("KEYS[1]", "ARGV[1]", "ARGV[2]", "ARGV[3]") + "return allowed\n"
 
 
 def handle(event: Event) -> str:
@@ -118,7 +121,8 @@ def handle_text(event: TextMessage) -> str:
 # KEYS: gate, seen, window, claim check, bucket, the within-rate and over-rate lists.
 # ARGV: mode, expected gate, message id, window entry, window size, window TTL, window cutoff, text, text TTL, seen
 # TTL, rate (0: no bucket), burst, bucket TTL, the two task messages, the fill's gate and TTL, its tombstones.
-_ADMIT = """
+_ADMIT = (
+    """
 local gate = KEYS[1]
 local mode = ARGV[1]
 if mode ~= 'admit' and redis.call('EXISTS', gate) == 0 then
@@ -135,35 +139,20 @@ if g ~= ARGV[2] then
 end
 if redis.call('HEXISTS', gate, 't:' .. ARGV[3]) == 1 then return {'forgotten'} end
 if redis.call('EXISTS', KEYS[2]) == 1 then return {'duplicate'} end
-redis.call('RPUSH', KEYS[3], ARGV[4])
-redis.call('LTRIM', KEYS[3], -tonumber(ARGV[5]), -1)
-redis.call('EXPIRE', KEYS[3], ARGV[6])
-local cutoff = tonumber(ARGV[7])
-local head = redis.call('LINDEX', KEYS[3], 0)
-while head and cjson.decode(head)['received_at'] < cutoff do
-  redis.call('LPOP', KEYS[3])
-  head = redis.call('LINDEX', KEYS[3], 0)
-end
-redis.call('SET', KEYS[4], ARGV[8], 'EX', ARGV[9])
+"""
+    + window.push_lua("KEYS[3]", "ARGV[4]", "ARGV[5]", "ARGV[6]", "ARGV[7]")
+    + """redis.call('SET', KEYS[4], ARGV[8], 'EX', ARGV[9])
 local allowed = 1
-local rate = tonumber(ARGV[11])
-if rate > 0 then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-  local burst = tonumber(ARGV[12])
-  local held = redis.call('HMGET', KEYS[5], 'tokens', 'at')
-  local tokens = tonumber(held[1]) or burst
-  local at = tonumber(held[2]) or now
-  tokens = math.min(burst, tokens + math.max(0, now - at) * rate)
-  if tokens >= 1 then tokens = tokens - 1 else allowed = 0 end
-  redis.call('HSET', KEYS[5], 'tokens', tostring(tokens), 'at', tostring(now))
-  redis.call('EXPIRE', KEYS[5], ARGV[13])
-end
+if tonumber(ARGV[11]) > 0 then
+"""
+    + _bucket_lua("KEYS[5]", "ARGV[11]", "ARGV[12]", "ARGV[13]")
+    + """end
 if allowed == 1 then redis.call('LPUSH', KEYS[6], ARGV[14]) else redis.call('LPUSH', KEYS[7], ARGV[15]) end
 -- The dedupe marker last: a script that fails half-way (it writes what it ran) leaves the retry admitted.
 redis.call('SET', KEYS[2], '1', 'EX', ARGV[10])
 return {'queued', allowed}
 """
+)
 # The epoch of each channel this process last admitted a message of (what its tasks carry); a wrong one costs
 # one more round trip, never a wrong task: the script queues only under the gate's own epoch.
 _EPOCHS: dict[str, int] = {}
