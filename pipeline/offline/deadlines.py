@@ -293,7 +293,7 @@ def resolve(text: str, today: date, *, marked_only: bool = False) -> date | None
 
 def moved_to(text: str, today: date) -> date | None:
     """The date a message that moves a date moves it to: its date said as a deadline, else the last one it
-    names ("Friday is tight, Monday then": Monday)."""
+    names ("Friday is tight, Wednesday week then": the later one)."""
     found = phrases(text, today)
     said = [p for p in found if p.marked] or found[-1:]
     return said[0].day if said else None

@@ -285,7 +285,7 @@ def as_decided(clause: str) -> str:
 
 _CHOSEN = re.compile(r"^go with\s+(?=\w)", re.IGNORECASE)
 # An order's object opens on a determiner or a pronoun ("keep the audit trail", "move it"): a first word that is
-# also a noun ("ship date moves…", "separate repo", "line 4 runs…") is no order then.
+# also a noun ("ship date moves…", "spare keys", "line 4 runs…") is no order then.
 _ORDERED = re.compile(
     r"^(\w+)\s+(?=(?:the|a|an|it|them|this|that|these|those|all|both|every|each|our|its|their)\b)", re.IGNORECASE
 )
@@ -390,7 +390,7 @@ def starts_with_verb(phrase: str) -> bool:
     return first in forms
 
 
-_PARTICLES = {"then", "anyway", "anyways"}  # chat's closing particles: "Monday then.", "we ship it anyway"
+_PARTICLES = {"then", "anyway", "anyways"}  # chat's closing particles: "the loft on Tuesday then.", "we ship it anyway"
 
 
 def _trim(tokens: list[str]) -> list[str]:
