@@ -386,6 +386,12 @@ def _preload(sender=None, instance=None, **kwargs) -> None:
     prefork = pool is not None and "prefork" in getattr(pool, "__module__", "")
     if _embeds and prefork and settings.JEEVES.slot("embed").model == LOCAL_MODEL:
         embedder.local_model()
+    if _embeds and prefork:
+        # The offline engine's feature rows need scikit-learn and SciPy (imported on first use, not by
+        # every process that checks the engine's artefacts): imported here, the children share them.
+        from pipeline.offline import features
+
+        features.vectorisers()
     if prefork and any(slot.model != LOCAL_MODEL for slot in settings.JEEVES.slots.values()):
         # litellm takes seconds to import (17 s on a loaded 2-core machine): imported once here, a child
         # forked after a crash answers its first task at once instead of while that task's TTL runs.

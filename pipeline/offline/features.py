@@ -31,10 +31,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy import sparse
-from sklearn.feature_extraction.text import HashingVectorizer
+
+if TYPE_CHECKING:
+    from scipy import sparse
 
 FEATURE_VERSION = "msg-v4"
 EMBEDDER = "all-MiniLM-L6-v2"
@@ -104,13 +107,6 @@ CUES: dict[str, re.Pattern[str]] = {
     }.items()
 }
 
-_WORDS = HashingVectorizer(
-    n_features=2**WORD_BITS, ngram_range=(1, 2), alternate_sign=False, norm="l2", lowercase=True,
-    token_pattern=r"(?u)\b\w[\w']*\b",
-)  # fmt: skip
-_CHARS = HashingVectorizer(
-    n_features=2**CHAR_BITS, analyzer="char_wb", ngram_range=(2, 4), alternate_sign=False, norm="l2", lowercase=True
-)
 _TOKEN = re.compile(r"[a-z0-9']+|[?!]")
 
 
@@ -122,11 +118,28 @@ def _edges(text: str) -> list[str]:
     return [f"^{t[0]}", f"^{' '.join(t[:2])}", f"^{' '.join(t[:3])}", f"{t[-1]}$", f"{' '.join(t[-2:])}$"]
 
 
-_EDGES = HashingVectorizer(n_features=2**EDGE_BITS, analyzer=_edges, alternate_sign=False, norm="l2")
-_CONTEXT = HashingVectorizer(
-    n_features=2**CONTEXT_BITS, ngram_range=(1, 2), alternate_sign=False, norm="l2", lowercase=True,
-    token_pattern=r"(?u)\b\w[\w']*\b",
-)  # fmt: skip
+@cache
+def vectorisers() -> tuple[Any, Any, Any, Any]:
+    """The hashed word, character, edge and context vectorisers (stateless), built on first use: scikit-learn
+    and SciPy (~110 MB) are imported only by a process that builds feature rows, not by every process that
+    checks the engine's artefacts (web, beat, flower, summarise; pipeline/tasks.py imports them in an
+    embedding worker's main process before its pool forks, so the children share them)."""
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    words = HashingVectorizer(
+        n_features=2**WORD_BITS, ngram_range=(1, 2), alternate_sign=False, norm="l2", lowercase=True,
+        token_pattern=r"(?u)\b\w[\w']*\b",
+    )  # fmt: skip
+    chars = HashingVectorizer(
+        n_features=2**CHAR_BITS, analyzer="char_wb", ngram_range=(2, 4), alternate_sign=False, norm="l2",
+        lowercase=True,
+    )  # fmt: skip
+    edges = HashingVectorizer(n_features=2**EDGE_BITS, analyzer=_edges, alternate_sign=False, norm="l2")
+    context = HashingVectorizer(
+        n_features=2**CONTEXT_BITS, ngram_range=(1, 2), alternate_sign=False, norm="l2", lowercase=True,
+        token_pattern=r"(?u)\b\w[\w']*\b",
+    )  # fmt: skip
+    return words, chars, edges, context
 
 
 @dataclass(frozen=True)
@@ -258,15 +271,18 @@ def _dense(msgs: Sequence[Msg], vectors: np.ndarray, with_next: bool) -> np.ndar
 
 def _rows(dense: np.ndarray, texts: list[str], before: list[str], after: list[str] | None) -> sparse.csr_matrix:
     """Rows from their dense part and their texts (normalised), the texts before them (and after them)."""
+    from scipy import sparse
+
+    words, chars, edges, context = vectorisers()
     blocks = [
         sparse.csr_matrix(dense),
-        _WORDS.transform(texts),
-        _CHARS.transform(texts),
-        _EDGES.transform(texts),
-        _CONTEXT.transform(before) * CONTEXT_WEIGHT,
+        words.transform(texts),
+        chars.transform(texts),
+        edges.transform(texts),
+        context.transform(before) * CONTEXT_WEIGHT,
     ]
     if after is not None:
-        blocks += [_CONTEXT.transform(after) * CONTEXT_WEIGHT, _EDGES.transform(after) * CONTEXT_WEIGHT]
+        blocks += [context.transform(after) * CONTEXT_WEIGHT, edges.transform(after) * CONTEXT_WEIGHT]
     return sparse.hstack(blocks, format="csr")
 
 

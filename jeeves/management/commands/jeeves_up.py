@@ -28,7 +28,8 @@ def process_table(python: str, *, web_port: int, web_workers: int, beat: bool, f
     """Name → command line of every process `up` supervises (one worker per queue, docs/architecture.md §1)."""
     commands = {
         "web": (
-            f"{python} -m gunicorn jeeves.wsgi --bind 127.0.0.1:{web_port} --workers {web_workers}"
+            # --preload: Django is loaded once in gunicorn's master and the workers share its pages.
+            f"{python} -m gunicorn jeeves.wsgi --bind 127.0.0.1:{web_port} --workers {web_workers} --preload"
             " --access-logfile - --graceful-timeout 5"
         ),
     }
