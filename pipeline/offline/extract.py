@@ -373,8 +373,8 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
     ("sure, Monday then", "Tuesday, apologies"), or in a message about the same task (MiniLM cosine) that moves
     it ("slips to the 12th") or says a date as a deadline ("by Thursday"); up to the report that it is
     done, whose dates are what happened. Once the anchor said its deadline, a later date said in passing
-    ("on it tomorrow") is when the owner starts: only a move, a deadline or a counter-question replaces
-    it. Also which message said it."""
+    ("on it tomorrow") or an earlier one is the owner's plan: only a move, a later deadline or a
+    counter-question replaces it. Also which message said it."""
     found, said_at, firm = None, None, False
     people = {w.msgs[record.anchor].author_id, record.owner.user_id if record.owner else None}
     params = w.scored.engine.params
@@ -404,8 +404,8 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
             continue
         own = _own_part(w, record, message.text) if i == record.anchor else message.text
         marked = deadlines.resolve(own, today, marked_only=True) is not None
-        if firm and not (marked or deadlines.moves(message.text) or "?" in message.text):
-            continue  # a date said in passing after the task's deadline ("on it today"): when, not by when
+        if firm and (said < found or not marked) and not (deadlines.moves(message.text) or "?" in message.text):
+            continue  # a date said in passing, or an earlier one, after the task's deadline ("on it today"): a plan
         found, said_at, firm = said, i, i == record.anchor and marked
     return found, said_at
 

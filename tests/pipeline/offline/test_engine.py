@@ -301,6 +301,12 @@ def test_when_the_owner_starts_is_not_the_deadline_the_request_set() -> None:
     assert action.owner_id == BEN.user_id
     assert action.deadline == date(2026, 5, 8)  # Friday, not the day he starts
     msgs = window(
+        (ANA, "@ben can you reconcile the asset register by Friday?"),
+        (BEN, "yes, I'll have it done by Wednesday"),
+    )
+    [action] = [a for a in extract(msgs, CTX).actions if "m1" in a.source_msg_ids]
+    assert action.deadline == date(2026, 5, 8)  # his earlier target is his plan; Friday is what was asked
+    msgs = window(
         (CARA, "the auditors arrive next month and the asset register is a mess"),
         (ANA, "@ben can you reconcile the asset register by Friday?"),
         (BEN, "Friday is tight, I can move it to Monday"),
