@@ -69,8 +69,7 @@ _PREPARED: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
 def admit_message(
     channel_id: str, wire_msg_id: str, *, author_id: str, sent_at: datetime, commit_unread: bool = False
 ) -> Iterator[Admission]:
-    """Admit one message: yields an `Admission` (it unpacks as (outcome, epoch)), the outcome unknown | dropped |
-    forgotten | duplicate | admitted.
+    """Admit one message: yields an `Admission`, its outcome unknown | dropped | forgotten | duplicate | admitted.
 
     Holds a share lock on the channel row until the block ends, so a state change (an UPDATE)
     waits for admissions in flight and later ones see the new state: a secure-mode flush that
@@ -336,9 +335,6 @@ class Admission:
     epoch: int
     gate: str = ""  # the gate's value for the row read ("" for an unknown channel)
     tombstones: tuple[str, ...] = ()  # the channel's deleted messages, alive
-
-    def __iter__(self):  # (outcome, epoch), as callers unpack it
-        return iter((self.outcome, self.epoch))
 
 
 def _admission(row: tuple | None) -> Admission:

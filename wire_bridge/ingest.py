@@ -228,14 +228,7 @@ def _gate(client, event: TextMessage, epoch: int, mode: str, fill: receipts.Admi
     cid = event.channel_id
     within = _classify_message(event, epoch, over_rate=False)
     over = _classify_message(event, epoch, over_rate=True) if cfg.channel_rate > 0 else within
-    entry = window.WindowMessage(
-        id=event.message_id,
-        author_id=event.sender.qualified,
-        ts=event.timestamp,
-        text=event.text,
-        mentions=[m.user.qualified for m in event.mentions],
-        quoted_id=event.quoted_message_id,
-    )
+    entry = _window_entry(event)
     args = [
         mode,
         gate.value("active", epoch, False),
@@ -291,28 +284,28 @@ def _admit_in_postgres(event: TextMessage) -> str:
     # The COMMIT's answer is read after the response (receipts.settle): nothing below uses the connection.
     with receipts.admit_message(
         cid, event.message_id, author_id=author, sent_at=event.timestamp, commit_unread=True
-    ) as (outcome, epoch):
-        if outcome != "admitted":
-            return outcome
+    ) as admission:
+        if admission.outcome != "admitted":
+            return admission.outcome
         # Still under the channel's share lock: a secure flush cannot run between these and the check.
         # A retry after a failed publish pushes the message again; window.read keeps one entry per id.
         # Window, claim check, the channel's token bucket and the publish in one Redis round trip.
         pipe = get_redis().pipeline(transaction=False)
-        window.push(
-            cid,
-            window.WindowMessage(
-                id=event.message_id,
-                author_id=author,
-                ts=event.timestamp,
-                text=event.text,
-                mentions=[m.user.qualified for m in event.mentions],
-                quoted_id=event.quoted_message_id,
-            ),
-            pipe,
-        )
+        window.push(cid, _window_entry(event), pipe)
         claimcheck.park(cid, event.message_id, event.text, pipe)
-        _publish_classify(event, epoch, pipe)  # executes the pipeline (and the publish)
+        _publish_classify(event, admission.epoch, pipe)  # executes the pipeline (and the publish)
         return "queued"
+
+
+def _window_entry(event: TextMessage) -> window.WindowMessage:
+    return window.WindowMessage(
+        id=event.message_id,
+        author_id=event.sender.qualified,
+        ts=event.timestamp,
+        text=event.text,
+        mentions=[m.user.qualified for m in event.mentions],
+        quoted_id=event.quoted_message_id,
+    )
 
 
 # Per Redis connection pool: whether the classify task can be queued on the webhook's own pipeline

@@ -383,6 +383,7 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
             break
         message = w.msgs[i]
         today = deadlines.local_date(message.ts, w.ctx.timezone)
+        moved = False
         if i == record.anchor:
             part, strict = _task_part(w, record)
             part = _own_part(w, record, part) if part else part
@@ -395,7 +396,7 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
             break  # "Sent.", "slides published ✅": what happened; the done head does not always say so
         elif w.words(i) > params["ack_words"] and w.cosine(i, record.anchor) < params["done_cosine"]:
             continue  # about something else
-        elif deadlines.moves(message.text):
+        elif moved := deadlines.moves(message.text):
             said = deadlines.moved_to(message.text, today)
         else:
             # a short reply's date ("sure, Monday then"); a longer message's only when said as a deadline
@@ -404,7 +405,7 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
             continue
         own = _own_part(w, record, message.text) if i == record.anchor else message.text
         marked = deadlines.resolve(own, today, marked_only=True) is not None
-        if firm and (said < found or not marked) and not (deadlines.moves(message.text) or "?" in message.text):
+        if firm and (said < found or not marked) and not (moved or "?" in message.text):
             continue  # a date said in passing, or an earlier one, after the task's deadline ("on it today"): a plan
         found, said_at, firm = said, i, i == record.anchor and marked
     return found, said_at

@@ -290,6 +290,12 @@ _ORDERED = re.compile(
     r"^(\w+)\s+(?=(?:the|a|an|it|them|this|that|these|those|all|both|every|each|our|its|their)\b)", re.IGNORECASE
 )
 
+# First words that open no order: auxiliaries, modals ("May the pilot start…") and conjunctions.
+_NOT_ORDERS = {
+    "let", "please", "be", "is", "are", "was", "were", "has", "have", "had", "does", "did",
+    "can", "could", "may", "might", "must", "shall", "should", "will", "would", "while", "once", "so",
+}  # fmt: skip
+
 
 def as_chosen(clause: str) -> str:
     """A decision said as an order to the team as what the team chose: "Go with the oak finish" → "the team
@@ -300,12 +306,6 @@ def as_chosen(clause: str) -> str:
     if (order := _ORDERED.match(clause)) and starts_with_verb(clause) and order.group(1).casefold() not in _NOT_ORDERS:
         return f"the team will {clause[0].lower()}{clause[1:]}"
     return clause
-
-
-_NOT_ORDERS = {
-    "let", "please", "be", "is", "are", "was", "were", "has", "have", "had", "does", "did",
-    "can", "could", "may", "might", "must", "shall", "should", "will", "would", "while", "once", "so",
-}  # fmt: skip
 
 
 def _without_label(text: str) -> str:
