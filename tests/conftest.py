@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -178,6 +179,35 @@ def free_redis_db(redis_url: str, holder: str) -> str:
             client.set("jeeves:test-session-lock", holder, ex=3600)
             return url
     pytest.fail("no free Redis database for an isolated broker")
+
+
+def switch_redis(url: str) -> None:
+    """Point this process (settings, Celery producer, Redis client) at `url`, dropping pooled broker
+    connections (the app's and kombu's global producer pools) so the next publish connects to `url`."""
+    from django.conf import settings
+    from kombu import pools
+
+    from ground.redis import get_redis
+    from jeeves.celery import app
+
+    settings.REDIS_URL = url
+    settings.CELERY_BROKER_URL = url
+    app.conf.broker_url = url
+    pools.reset()
+    app._pool = None
+    app.amqp._producer_pool = None
+    get_redis.cache_clear()
+
+
+@contextmanager
+def own_broker(redis_url: str, holder: str) -> Iterator[str]:
+    """A Redis database of the caller's own (`free_redis_db`) that this process uses while the block runs,
+    so the session-wide worker cannot take its tasks; then back to the session's, and the database emptied."""
+    chosen = free_redis_db(redis_url, holder)
+    switch_redis(chosen)
+    yield chosen
+    switch_redis(redis_url)
+    redis.Redis.from_url(chosen).flushdb()
 
 
 @pytest.fixture

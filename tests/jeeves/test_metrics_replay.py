@@ -12,13 +12,11 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import redis
 from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.test import override_settings
-from kombu import pools
 
-from tests.conftest import WebProcess, WorkerProcess, free_redis_db, service_env
+from tests.conftest import WebProcess, WorkerProcess, own_broker, service_env
 from tests.fakes.wire import FakeSidecar, mention_of, sidecar_text
 from tests.pipeline import evalset
 
@@ -34,27 +32,11 @@ ENV = {
 }
 
 
-def _switch_redis(url: str) -> None:
-    from ground.redis import get_redis
-    from jeeves.celery import app
-
-    django_settings.REDIS_URL = url
-    django_settings.CELERY_BROKER_URL = url
-    app.conf.broker_url = url
-    pools.reset()
-    app._pool = None
-    app.amqp._producer_pool = None
-    get_redis.cache_clear()
-
-
 @pytest.fixture
 def broker(redis_url: str) -> Iterator[str]:
     """A Redis database of this test's own: the session-wide worker (no metrics directory) cannot take its tasks."""
-    chosen = free_redis_db(redis_url, "metrics-replay")
-    _switch_redis(chosen)
-    yield chosen
-    _switch_redis(redis_url)
-    redis.Redis.from_url(chosen).flushdb()
+    with own_broker(redis_url, "metrics-replay") as chosen:
+        yield chosen
 
 
 def _families(text: str) -> dict[str, list]:

@@ -9,9 +9,8 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 from django.test import override_settings
-from kombu import pools
 
-from tests.conftest import free_redis_db
+from tests.conftest import own_broker
 
 APP_ID = "0a99ecb5-8a1c-4c4e-9f57-1b0ea1c0ffee@wire.example"
 WIRE_SECRET = "sidecar-secret-for-tests"
@@ -47,26 +46,8 @@ def drain_queues(redis_url: str) -> Iterator[None]:
     redis.Redis.from_url(redis_url).delete(*names)
 
 
-def _switch_redis(url: str) -> None:
-    from ground.redis import get_redis
-    from jeeves.celery import app
-
-    django_settings.REDIS_URL = url
-    django_settings.CELERY_BROKER_URL = url
-    app.conf.broker_url = url
-    # Drop pooled broker connections (the app's and kombu's global producer pools) so the
-    # next publish connects to `url`.
-    pools.reset()
-    app._pool = None
-    app.amqp._producer_pool = None
-    get_redis.cache_clear()
-
-
 @pytest.fixture(scope="module")
 def isolated_redis(redis_url: str) -> Iterator[str]:
     """A Redis database of this module's own, so the session-wide worker cannot take its tasks."""
-    chosen = free_redis_db(redis_url, "wire-bridge")
-    _switch_redis(chosen)
-    yield chosen
-    _switch_redis(redis_url)
-    redis.Redis.from_url(chosen).flushdb()
+    with own_broker(redis_url, "wire-bridge") as chosen:
+        yield chosen
