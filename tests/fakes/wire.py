@@ -56,6 +56,14 @@ def _check_mentions(text: str, mentions: Any, qualified: bool) -> str | None:
     return None
 
 
+class _Answer(Exception):
+    """Raised inside `handle` to answer at once with `status` and `body`."""
+
+    def __init__(self, status: int, body: dict) -> None:
+        super().__init__(status)
+        self.status, self.body = status, body
+
+
 class _Server:
     """A threaded HTTP server whose handler calls `self.handle(method, path, headers, body)`."""
 
@@ -66,7 +74,10 @@ class _Server:
             def _serve(self, method: str) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                status, body = owner.handle(method, self.path, dict(self.headers), raw)
+                try:
+                    status, body = owner.handle(method, self.path, dict(self.headers), raw)
+                except _Answer as answer:
+                    status, body = answer.status, answer.body
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -115,6 +126,21 @@ class _Server:
         with self.lock:
             self.errors.append(reason)
         return 400, {"message": reason}
+
+    def _unauthorised(self, message: str) -> tuple[int, dict]:
+        with self.lock:
+            self.errors.append("bad bearer")
+        return 401, {"message": message}
+
+    def _posted(self, raw: bytes) -> dict:
+        """A POST's JSON body; raises `_Answer` with the scripted failure (`fail_next`) or a 400 when not JSON."""
+        failure = self._scripted_failure()
+        if failure:
+            raise _Answer(failure, {"message": "scripted failure"})
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise _Answer(*self._refuse("not JSON")) from None
 
     def handle(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict]:
         raise NotImplementedError
@@ -186,16 +212,8 @@ class FakeSidecar(_Server):
         if method != "POST" or path != "/v1/messages":
             return 404, {"message": "no such endpoint"}
         if headers.get("Authorization") != f"Bearer {self.secret}":
-            with self.lock:
-                self.errors.append("bad bearer")
-            return 401, {"message": "unauthorised"}
-        failure = self._scripted_failure()
-        if failure:
-            return failure, {"message": "scripted failure"}
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            return self._refuse("not JSON")
+            return self._unauthorised("unauthorised")
+        body = self._posted(raw)
         conv = body.get("conversationId")
         if not (isinstance(conv, dict) and conv.get("id") and conv.get("domain")):
             return self._refuse("conversationId is not a qualified id")
@@ -286,9 +304,7 @@ class FakeRoman(_Server):
             return 404, {"message": "no such endpoint"}
         bot = self._bot(headers)
         if bot is None:
-            with self.lock:
-                self.errors.append("bad bearer")
-            return 401, {"message": "missing, malformed or expired token"}
+            return self._unauthorised("missing, malformed or expired token")
         if bot.removed:
             return 409, {"message": "Unknown bot. This bot might be deleted by the user"}
         if method == "GET":
@@ -298,13 +314,7 @@ class FakeRoman(_Server):
                 "creator": bot.members[0] if bot.members else None,
                 "members": [{"id": m, "status": 0, "service": None} for m in bot.members],
             }
-        failure = self._scripted_failure()
-        if failure:
-            return failure, {"message": "scripted failure"}
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            return self._refuse("not JSON")
+        body = self._posted(raw)
         kind = body.get("type")
         if kind == "text":
             text = body.get("text")
@@ -365,51 +375,52 @@ class FakeRoman(_Server):
         self.bots[bot.bot_id] = bot
         return bot.bot_id
 
+    def _push(self, kind: str, bot_id: str, **fields: object) -> dict:
+        """A push of type `conversation.<kind>` from bot `bot_id` in its conversation."""
+        return {
+            "type": f"conversation.{kind}",
+            "botId": bot_id,
+            "conversationId": self.bots[bot_id].conversation_id,
+            **fields,
+        }
+
     def bot_request(self, bot_id: str, name: str = "roman channel") -> dict:
         bot = self.bots[bot_id]
-        return {
-            "type": "conversation.bot_request",
-            "botId": bot_id,
-            "userId": bot.members[0],
-            "conversationId": bot.conversation_id,
-            "conversation": name,
-            "handle": "alice",
-            "locale": "en_GB",
-            "token": bot.token,
-        }
+        return self._push(
+            "bot_request",
+            bot_id,
+            userId=bot.members[0],
+            conversation=name,
+            handle="alice",
+            locale="en_GB",
+            token=bot.token,
+        )
 
     def new_text(
         self, bot_id: str, user: str, message_id: str, text: str, mentions: list[tuple[str, int, int]] = ()
     ) -> dict:
-        bot = self.bots[bot_id]
-        return {
-            "type": "conversation.new_text",
-            "botId": bot_id,
-            "userId": user,
-            "conversationId": bot.conversation_id,
-            "messageId": message_id,
-            "token": "short-lived",
-            "text": {"data": text, "mentions": [{"userId": u, "offset": o, "length": n} for u, o, n in mentions]},
-        }
+        return self._push(
+            "new_text",
+            bot_id,
+            userId=user,
+            messageId=message_id,
+            token="short-lived",
+            text={"data": text, "mentions": [{"userId": u, "offset": o, "length": n} for u, o, n in mentions]},
+        )
 
     def poll_action(self, bot_id: str, user: str, poll_id: str, offset: int) -> dict:
-        bot = self.bots[bot_id]
-        return {
-            "type": "conversation.poll.action",
-            "botId": bot_id,
-            "userId": user,
-            "conversationId": bot.conversation_id,
-            "messageId": str(uuid.uuid4()),
-            "token": bot.token,
-            "poll": {"id": poll_id, "offset": offset},
-        }
+        return self._push(
+            "poll.action",
+            bot_id,
+            userId=user,
+            messageId=str(uuid.uuid4()),
+            token=self.bots[bot_id].token,
+            poll={"id": poll_id, "offset": offset},
+        )
 
     def remove_bot(self, bridge_url: str, bot_id: str) -> httpx.Response:
-        bot = self.bots[bot_id]
-        bot.removed = True
-        return self.emit(
-            bridge_url, {"type": "conversation.bot_removed", "botId": bot_id, "conversationId": bot.conversation_id}
-        )
+        self.bots[bot_id].removed = True
+        return self.emit(bridge_url, self._push("bot_removed", bot_id))
 
     def wait_for_messages(self, count: int, timeout: float = 60.0) -> list[tuple[str, dict]]:
         return _wait(lambda: self.messages, count, timeout, self)
