@@ -18,6 +18,8 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -84,6 +86,29 @@ def stack_env(redis_url: str, fake: FakeOpenAI, **extra: str) -> dict[str, str]:
 
 def start_worker(env: dict[str, str], name: str, queues: str = "classify,extract,embed,respond,summarise"):
     return WorkerProcess(queues, env, pool="prefork", name=name, concurrency=2)
+
+
+@contextmanager
+def running(
+    fake: FakeOpenAI, env: dict[str, str], name: str, *, web_env: dict | None = None, worker_env: dict | None = None
+) -> Iterator[tuple[WebProcess, WorkerProcess, Traffic]]:
+    """The web process and a worker `name` on `env` (or on an environment of their own), and traffic at the web;
+    when the block ends the worker, the web process and the provider `fake` stop and the traffic closes.
+    A worker that fails to start leaves no web process behind."""
+    web = WebProcess(web_env or env)
+    try:
+        worker = start_worker(worker_env or env, name)
+    except BaseException:
+        web.stop()
+        raise
+    traffic = Traffic(web.url)
+    try:
+        yield web, worker, traffic
+    finally:
+        worker.stop()
+        web.stop()
+        fake.stop()
+        traffic.close()
 
 
 # --------------------------------------------------------------------------- traffic

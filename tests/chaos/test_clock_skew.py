@@ -26,14 +26,7 @@ def test_a_worker_20_seconds_ahead_processes_everything_and_reports_its_skew(cha
         "PYTHONPATH": f"{ROOT / 'tests' / 'chaos' / 'faults'}:{ROOT}",
         "JEEVES_CHAOS_CLOCK_SHIFT_S": str(SHIFT_S),
     }
-    web = harness.WebProcess(env)
-    try:  # a worker that fails to start leaves no web process behind
-        worker = harness.start_worker(worker_env, "chaos-clock")
-    except BaseException:
-        web.stop()
-        raise
-    traffic = harness.Traffic(web.url)
-    try:
+    with harness.running(fake, env, "chaos-clock", worker_env=worker_env) as (web, worker, traffic):
         traffic.open_channels(3)
         traffic.run(15, rate=3)
         harness.settle(traffic, timeout=240)
@@ -41,11 +34,6 @@ def test_a_worker_20_seconds_ahead_processes_everything_and_reports_its_skew(cha
         record_row(result)
         offsets = redis.Redis.from_url(chaos_redis.url, decode_responses=True).hgetall(keys.CLOCK.key())
         log = worker.log()
-    finally:
-        worker.stop()
-        web.stop()
-        fake.stop()
-        traffic.close()
     assert result.found == result.expected == 15 and result.expired == 0 and result.duplicated == 0, result
     assert any(abs(float(v.split()[0]) - SHIFT_S) < 3 for v in offsets.values()), offsets
     assert f"clock skew: this process is {SHIFT_S}" in log or "clock skew: this process is 19." in log

@@ -64,15 +64,8 @@ def test_reordered_duplicated_and_early_events_end_as_in_order(chaos_redis, reco
     client = redis.Redis.from_url(broker, decode_responses=True)
     fake = harness.provider()
     env = harness.stack_env(broker, fake)
-    web = harness.WebProcess(env)
-    try:  # a worker that fails to start leaves no web process behind
-        worker = harness.start_worker(env, "chaos-order")
-    except BaseException:
-        web.stop()
-        raise
-    traffic = harness.Traffic(web.url)
     alice, bob = f"{uuid.uuid4()}@{harness.DOMAIN}", f"{uuid.uuid4()}@{harness.DOMAIN}"
-    try:
+    with harness.running(fake, env, "chaos-order") as (web, worker, traffic):
 
         def conversation() -> tuple[str, harness.Channel]:
             conv = f"{uuid.uuid4()}@{harness.DOMAIN}"
@@ -137,9 +130,4 @@ def test_reordered_duplicated_and_early_events_end_as_in_order(chaos_redis, reco
         record_row(result)
         for name, in_order, reordered in scenarios:
             assert _state(in_order, client) == _state(reordered, client), name
-    finally:
-        worker.stop()
-        web.stop()
-        fake.stop()
-        traffic.close()
     assert result.duplicated == 0 and result.canaries == 0, result

@@ -93,14 +93,7 @@ def _run(chaos_redis, faults: list[str], record_row) -> None:
     fake = harness.provider()
     # The slot's own fallback is the offline engine, as configured by default.
     env = harness.stack_env(broker, fake, JEEVES_LLM_TIMEOUT_MS="5000")
-    web = harness.WebProcess(env)
-    try:  # a worker that fails to start leaves no web process behind
-        worker = harness.start_worker(env, "chaos-provider")
-    except BaseException:
-        web.stop()
-        raise
-    traffic = harness.Traffic(web.url)
-    try:
+    with harness.running(fake, env, "chaos-provider") as (web, worker, traffic):
         for n, fault in enumerate(faults):
             fake.script(harness.EXTRACT_MODEL, *FAULTS[fault])
             phase = harness.Traffic(web.url)
@@ -126,11 +119,6 @@ def _run(chaos_redis, faults: list[str], record_row) -> None:
             fake.reset()
             fake.default(harness.CLASSIFY_MODEL, computed(harness.classify_answer))
             fake.default(harness.EXTRACT_MODEL, computed(harness.extract_answer))
-    finally:
-        worker.stop()
-        web.stop()
-        fake.stop()
-        traffic.close()
 
 
 @pytest.mark.chaos

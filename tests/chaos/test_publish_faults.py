@@ -27,24 +27,12 @@ def test_a_publish_that_fails_after_the_receipt_is_processed_once_after_the_retr
         "PYTHONPATH": f"{ROOT / 'tests' / 'chaos' / 'faults'}:{ROOT}",
         "JEEVES_CHAOS_PUBLISH_FAULT": spec,
     }
-    web = harness.WebProcess(web_env)
-    try:  # a worker that fails to start leaves no web process behind
-        worker = harness.start_worker(env, "chaos-publish")
-    except BaseException:
-        web.stop()
-        raise
-    traffic = harness.Traffic(web.url)
-    try:
+    with harness.running(fake, env, "chaos-publish", web_env=web_env) as (web, worker, traffic):
         traffic.open_channels(3)
         traffic.run(24, rate=6)
         harness.settle(traffic, timeout=240)
         result = harness.tally(fault, traffic)
         record_row(result)
-    finally:
-        worker.stop()
-        web.stop()
-        fake.stop()
-        traffic.close()
     if spec.startswith("refuse"):
         assert traffic.five_xx >= 24 // 3 and traffic.retry_after_seen == traffic.five_xx
     assert result.duplicated == 0 and result.lost == 0 and result.expired == 0, result
