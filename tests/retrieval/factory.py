@@ -73,6 +73,23 @@ def action(ch: ChannelConfig, description: str, *, owner: str | None = None, day
     )
 
 
+def release_channel() -> dict:
+    """A channel's release records, for the command tests: two people, the channel and another one, two decisions
+    in force and one superseded, two open actions (one due tomorrow) and a done one, and the other channel's."""
+    alice, bob = user(), user()
+    ch = channel(name="mobile-releases")
+    other = channel(name="elsewhere")
+    d1 = decision(ch, "Minimum iOS version is 16 from release 4.12", days_ago=3)
+    d2 = decision(ch, "Minimum iOS version is 15 from release 4.12", days_ago=1)
+    old = decision(ch, "Ship 4.11 on Friday", status="superseded", days_ago=9)
+    decision(other, "A decision of another channel")
+    a1 = action(ch, "Submit 4.12 to the App Store", owner=alice, owner_name="Alice", deadline=NOW + timedelta(days=1))
+    a2 = action(ch, "Update the release notes", owner=bob, owner_name="Bob")
+    action(ch, "Old chore", owner=alice, owner_name="Alice", status="done")
+    action(other, "Another channel's chore", owner=alice, owner_name="Alice")
+    return {"alice": alice, "bob": bob, "ch": ch, "other": other, "d1": d1, "d2": d2, "old": old, "a1": a1, "a2": a2}
+
+
 def signal(ch: ChannelConfig, summary: str, *, participants: list[str] | None = None, days_ago: float = 1, **kw):
     n = next(_seq)
     return ConversationSignal.objects.create(

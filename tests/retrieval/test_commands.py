@@ -18,20 +18,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def channel():
-    alice, bob = f.user(), f.user()
-    ch = f.channel(name="mobile-releases")
-    other = f.channel(name="elsewhere")
-    d1 = f.decision(ch, "Minimum iOS version is 16 from release 4.12", days_ago=3)
-    d2 = f.decision(ch, "Minimum iOS version is 15 from release 4.12", days_ago=1)
-    old = f.decision(ch, "Ship 4.11 on Friday", status="superseded", days_ago=9)
-    f.decision(other, "A decision of another channel")
-    a1 = f.action(
-        ch, "Submit 4.12 to the App Store", owner=alice, owner_name="Alice", deadline=f.NOW + timedelta(days=1)
-    )
-    a2 = f.action(ch, "Update the release notes", owner=bob, owner_name="Bob")
-    f.action(ch, "Old chore", owner=alice, owner_name="Alice", status="done")
-    f.action(other, "Another channel's chore", owner=alice, owner_name="Alice")
-    return locals()
+    return f.release_channel()
 
 
 def test_decisions_lists_recent_active_with_ids(channel):

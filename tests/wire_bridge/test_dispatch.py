@@ -96,13 +96,7 @@ def test_every_handler_takes_the_documented_request_and_returns_a_reply(route):
 
 @pytest.fixture
 def records():
-    alice, bob = f.user(), f.user()
-    ch = f.channel(name="mobile-releases")
-    other = f.channel(name="elsewhere")
-    d1 = f.decision(ch, "Minimum iOS version is 16 from release 4.12", days_ago=3)
-    d2 = f.decision(ch, "Minimum iOS version is 15 from release 4.12", days_ago=1)
-    a1 = f.action(ch, "Submit 4.12 to the App Store", owner=alice, owner_name="Alice")
-    return locals()
+    return f.release_channel()
 
 
 @pytest.mark.django_db
