@@ -77,22 +77,32 @@ def test_accountability_names_the_owner(billing):
     assert result.answer.startswith("Alice Martin has it in hand (ACT-")
 
 
-def test_an_answer_resting_on_a_doubtful_match_says_it_is_only_the_nearest(billing, monkeypatch):
-    ch, alice, *_rest, a1 = billing
+@pytest.fixture
+def hedge_below(monkeypatch):
+    """Sets the fitted relevance model's hedging threshold: an answer resting on a match below it says it is only
+    the nearest (1.01: every answer; 0.0: none)."""
     fitted = relevance.load()
-    monkeypatch.setattr(relevance, "load", lambda: dataclasses.replace(fitted, hedge_below=1.01))
+
+    def set_to(threshold: float) -> None:
+        monkeypatch.setattr(relevance, "load", lambda: dataclasses.replace(fitted, hedge_below=threshold))
+
+    return set_to
+
+
+def test_an_answer_resting_on_a_doubtful_match_says_it_is_only_the_nearest(billing, hedge_below):
+    ch, alice, *_rest, a1 = billing
+    hedge_below(1.01)
     hedged = ask(ch.channel_id, alice, "Who is writing the retry_attempts migration?")
     assert hedged.answer.startswith(f"{NEAREST} Alice Martin has it in hand (ACT-")
     assert hedged.records[0].id == a1.friendly_id
-    monkeypatch.setattr(relevance, "load", lambda: dataclasses.replace(fitted, hedge_below=0.0))
+    hedge_below(0.0)
     plain = ask(ch.channel_id, alice, "Who is writing the retry_attempts migration?")
     assert plain.answer.startswith("Alice Martin has it in hand (ACT-")
 
 
-def test_a_filter_questions_hits_are_never_called_the_nearest(billing, monkeypatch):
+def test_a_filter_questions_hits_are_never_called_the_nearest(billing, hedge_below):
     ch, alice, *_rest, a1 = billing
-    fitted = relevance.load()
-    monkeypatch.setattr(relevance, "load", lambda: dataclasses.replace(fitted, hedge_below=1.01))
+    hedge_below(1.01)
     mine = ask(ch.channel_id, alice, "What are my open actions?")
     assert a1.friendly_id in [r.id for r in mine.records]
     assert not mine.answer.startswith(NEAREST)
