@@ -233,49 +233,27 @@ def service_env(redis_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
-class WorkerProcess:
-    """A `celery worker` subprocess; its log is kept so tests can assert on it."""
+class _ServiceProcess:
+    """A subprocess of Jeeves' in its own process group (so stop() reaches its children too), its output in a log
+    file kept so tests can assert on it."""
 
-    def __init__(
-        self, queues: str, env: dict[str, str], pool: str = "solo", name: str = "test", concurrency: int = 1
-    ) -> None:
-        self.log_path = Path(tempfile.mkstemp(prefix="jeeves-worker-", suffix=".log")[1])
+    kind = "process"  # in the error when it exits at start
+    log_prefix = "jeeves-process-"
+
+    def _start(self, argv: list[str], env: dict[str, str], ready: Callable[[], object], interval: float) -> None:
+        self.log_path = Path(tempfile.mkstemp(prefix=self.log_prefix, suffix=".log")[1])
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "jeeves",
-                "worker",
-                "-Q",
-                queues,
-                "--pool",
-                pool,
-                "--concurrency",
-                str(concurrency),
-                "--without-gossip",
-                "--without-mingle",
-                "--loglevel",
-                "INFO",
-                "-n",
-                f"{name}-{os.getpid()}@%h",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: stop() reaches prefork children too
+            argv, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        try:  # a worker that never got ready (a timeout, an interrupt) is stopped all the same
-            wait_for(lambda: b"ready." in self.log_path.read_bytes() or self.proc.poll() is not None, timeout=90)
+        try:  # a process that never got ready (a timeout, an interrupt) is stopped all the same
+            wait_for(lambda: self.proc.poll() is not None or ready(), timeout=90, interval=interval)
         except BaseException:
             self.stop()
             raise
         if self.proc.poll() is not None:
             self.stop()
-            raise RuntimeError(f"celery worker exited at start:\n{self.log()}")
+            raise RuntimeError(f"{self.kind} exited at start:\n{self.log()}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -287,7 +265,7 @@ class WorkerProcess:
             pass
 
     def stop(self) -> None:
-        """Warm shutdown, then SIGKILL to the whole group (parent and prefork children), always."""
+        """SIGTERM (a warm shutdown), then SIGKILL to the whole group (parent and children), always."""
         if self.proc.poll() is None:
             self._signal_group(signal.SIGTERM)
             try:
@@ -299,6 +277,38 @@ class WorkerProcess:
             self.proc.wait()
         if not self._log.closed:
             self._log.close()
+
+
+class WorkerProcess(_ServiceProcess):
+    """A `celery worker` subprocess."""
+
+    kind = "celery worker"
+    log_prefix = "jeeves-worker-"
+
+    def __init__(
+        self, queues: str, env: dict[str, str], pool: str = "solo", name: str = "test", concurrency: int = 1
+    ) -> None:
+        argv = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "jeeves",
+            "worker",
+            "-Q",
+            queues,
+            "--pool",
+            pool,
+            "--concurrency",
+            str(concurrency),
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel",
+            "INFO",
+            "-n",
+            f"{name}-{os.getpid()}@%h",
+        ]
+        self._start(argv, env, lambda: b"ready." in self.log_path.read_bytes(), interval=0.1)
 
     def kill(self) -> None:
         self._signal_group(signal.SIGKILL)
@@ -315,72 +325,40 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class WebProcess:
-    """A `gunicorn jeeves.wsgi` subprocess (the real web process) on a free port, in its own process group."""
+class WebProcess(_ServiceProcess):
+    """A `gunicorn jeeves.wsgi` subprocess (the real web process) on a free port."""
+
+    kind = "web process"
+    log_prefix = "jeeves-web-"
 
     def __init__(self, env: dict[str, str], workers: int = 1, timeout_s: int = 30) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = Path(tempfile.mkstemp(prefix="jeeves-web-", suffix=".log")[1])
-        self._log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "jeeves.wsgi",
-                "-b",
-                f"127.0.0.1:{self.port}",
-                "-w",
-                str(workers),
-                "--timeout",
-                str(timeout_s),
-                "--log-level",
-                "warning",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
         import httpx
 
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        argv = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "jeeves.wsgi",
+            "-b",
+            f"127.0.0.1:{self.port}",
+            "-w",
+            str(workers),
+            "--timeout",
+            str(timeout_s),
+            "--log-level",
+            "warning",
+        ]
+
         def up() -> bool:
-            if self.proc.poll() is not None:
-                return True
             try:
                 httpx.get(f"{self.url}/wire/events", timeout=1)
             except httpx.TransportError:
                 return False
             return True
 
-        try:  # a web process that never answered (a timeout, an interrupt) is stopped all the same
-            wait_for(up, timeout=90, interval=0.2)
-        except BaseException:
-            self.stop()
-            raise
-        if self.proc.poll() is not None:
-            self.stop()
-            raise RuntimeError(f"web process exited at start:\n{self.log()}")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        if self.proc.poll() is None:
-            self.proc.wait()
-        if not self._log.closed:
-            self._log.close()
+        self._start(argv, env, up, interval=0.2)
 
 
 @pytest.fixture(scope="module")
