@@ -200,16 +200,14 @@ def _usage(prompt: int, completion: int) -> dict[str, int]:
 
 
 @contextmanager
-def serving(settings: Any, models: dict[str, str], **config: Any) -> Iterator[FakeOpenAI]:
-    """A fake provider for one test, with each slot of `models` (slot → model name; fallback `local`)
-    pointed at it; `config` overrides other JeevesConfig fields."""
+def pointed_at(server: FakeOpenAI, settings: Any, slots: dict, **config: Any) -> Iterator[FakeOpenAI]:
+    """Jeeves' settings with `slots` (slot → SlotConfig) on the fake provider `server`, the model router
+    rebuilt on entry and on exit; `config` overrides other JeevesConfig fields."""
     from django.test import override_settings
 
-    from ground.config import SlotConfig
     from pipeline import llm
 
-    server = FakeOpenAI().start()
-    slots = {**settings.JEEVES.slots, **{slot: SlotConfig(model=m, fallback="local") for slot, m in models.items()}}
+    slots = {**settings.JEEVES.slots, **slots}
     cfg = dataclasses.replace(settings.JEEVES, llm_base_url=server.base_url, llm_api_key="k", slots=slots, **config)
     llm._router.cache_clear()
     try:
@@ -217,4 +215,18 @@ def serving(settings: Any, models: dict[str, str], **config: Any) -> Iterator[Fa
             yield server
     finally:
         llm._router.cache_clear()
+
+
+@contextmanager
+def serving(settings: Any, models: dict[str, str], **config: Any) -> Iterator[FakeOpenAI]:
+    """A fake provider for one test, with each slot of `models` (slot → model name; fallback `local`)
+    pointed at it; `config` overrides other JeevesConfig fields."""
+    from ground.config import SlotConfig
+
+    slots = {slot: SlotConfig(model=m, fallback="local") for slot, m in models.items()}
+    server = FakeOpenAI().start()
+    try:
+        with pointed_at(server, settings, slots, **config):
+            yield server
+    finally:
         server.stop()

@@ -4,12 +4,10 @@ routed (receipt only, one gist signal, a debounced extract run)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.test import override_settings
 
 from ground import keys
 from ground.config import SlotConfig
@@ -17,9 +15,9 @@ from ground.redis import get_redis
 from jeeves.celery import app as celery_app
 from knowledge import channels, receipts
 from knowledge.models import ChannelConfig, ConversationSignal, MessageReceipt, PipelineCounter
-from pipeline import classify, debounce, llm, members, window
+from pipeline import classify, debounce, members, window
 from pipeline.members import Member
-from tests.fakes.openai_server import answer
+from tests.fakes.openai_server import answer, pointed_at
 
 pytestmark = pytest.mark.django_db
 
@@ -38,21 +36,16 @@ def _result(categories: list[str], gist: str = "", high: bool = False) -> dict:
 @pytest.fixture
 def provider(fake, settings):
     fake.reset()
-    slots = {**settings.JEEVES.slots, "classify": SlotConfig(model=MODEL, fallback="local")}
-    cfg = dataclasses.replace(
-        settings.JEEVES,
-        llm_base_url=fake.base_url,
-        llm_api_key="test-key",
+    with pointed_at(
+        fake,
+        settings,
+        {"classify": SlotConfig(model=MODEL, fallback="local")},
         llm_timeout_ms=5000,
-        slots=slots,
         wire_app_id=BOT,
         extract_debounce_s=3600.0,  # a run is scheduled, never due during the test
         extract_batch=1000,
-    )
-    llm._router.cache_clear()
-    with override_settings(JEEVES=cfg):
+    ):
         yield fake
-    llm._router.cache_clear()
 
 
 @pytest.fixture

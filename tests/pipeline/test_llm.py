@@ -18,7 +18,7 @@ from knowledge import channels, receipts, verbatim
 from knowledge.models import ChannelConfig, ConversationSignal, Decision, Entity, LlmCall
 from pipeline import classify, debounce, extract, llm, members, window
 from pipeline.schemas import ClassifyResult
-from tests.fakes.openai_server import answer, computed, error, raw, slow
+from tests.fakes.openai_server import answer, computed, error, pointed_at, raw, slow
 from tests.pipeline import evalset
 
 pytestmark = pytest.mark.django_db
@@ -32,24 +32,13 @@ OFFLINE = ClassifyResult(categories=["routine"], confidence=0.5, is_high_signal=
 def provider(fake, settings):
     fake.reset()
     slots = {
-        **settings.JEEVES.slots,
         "classify": SlotConfig(model="primary-model", fallback="fallback-model"),
         "extract": SlotConfig(model="primary-model", fallback="local"),
     }
-    cfg = dataclasses.replace(
-        settings.JEEVES,
-        llm_base_url=fake.base_url,
-        llm_api_key="test-key",
-        llm_timeout_ms=1500,
-        slots=slots,
-        wire_app_id=BOT,
-        extract_debounce_s=3600.0,
-        extract_batch=1000,
-    )
-    llm._router.cache_clear()
-    with override_settings(JEEVES=cfg):
+    with pointed_at(
+        fake, settings, slots, llm_timeout_ms=1500, wire_app_id=BOT, extract_debounce_s=3600.0, extract_batch=1000
+    ):
         yield fake
-    llm._router.cache_clear()
 
 
 def _ask() -> llm.Answer:
