@@ -33,25 +33,25 @@ def black_hole() -> Iterator[str]:
         sock.close()
 
 
-def _post_text(url: str) -> tuple[httpx.Response, float]:
-    conv = f"{uuid.uuid4()}@wire.example"
-    event = sidecar_text(conv, f"{uuid.uuid4()}@wire.example", "m1", "the retry budget is three attempts")
-    started = time.monotonic()
-    response = httpx.post(f"{url}/wire/events", json=event, headers={"Authorization": f"Bearer {SECRET}"}, timeout=60)
-    return response, time.monotonic() - started
-
-
-def _web(redis_url: str, **extra: str) -> WebProcess:
+def _post_text(redis_url: str, **extra: str) -> tuple[httpx.Response, float]:
+    """One text event posted at a real web process on these settings (stopped afterwards): its answer and the
+    time it took."""
     env = service_env(redis_url, JEEVES_WIRE_SECRET=SECRET, JEEVES_BACKEND_TIMEOUT_S=str(TIMEOUT_S), **extra)
-    return WebProcess(env, timeout_s=30)
+    web = WebProcess(env, timeout_s=30)
+    try:
+        conv = f"{uuid.uuid4()}@wire.example"
+        event = sidecar_text(conv, f"{uuid.uuid4()}@wire.example", "m1", "the retry budget is three attempts")
+        started = time.monotonic()
+        response = httpx.post(
+            f"{web.url}/wire/events", json=event, headers={"Authorization": f"Bearer {SECRET}"}, timeout=60
+        )
+        return response, time.monotonic() - started
+    finally:
+        web.stop()
 
 
 def test_a_black_holed_redis_answers_503_within_the_timeout(redis_url, black_hole):
-    web = _web(redis_url, REDIS_URL=f"redis://{black_hole}/0")
-    try:
-        response, took = _post_text(web.url)
-    finally:
-        web.stop()
+    response, took = _post_text(redis_url, REDIS_URL=f"redis://{black_hole}/0")
     assert response.status_code == 503 and response.headers["Retry-After"]
     # Window push (read timeout, one retry) then the rollback: a few timeouts, far from gunicorn's 30 s.
     assert took < 6 * TIMEOUT_S, took
@@ -59,10 +59,6 @@ def test_a_black_holed_redis_answers_503_within_the_timeout(redis_url, black_hol
 
 def test_a_black_holed_postgres_answers_503_within_the_timeout(redis_url, black_hole):
     host, port = black_hole.split(":")
-    web = _web(redis_url, DATABASE_URL=f"postgresql://jeeves@{host}:{port}/jeeves")
-    try:
-        response, took = _post_text(web.url)
-    finally:
-        web.stop()
+    response, took = _post_text(redis_url, DATABASE_URL=f"postgresql://jeeves@{host}:{port}/jeeves")
     assert response.status_code == 503 and response.headers["Retry-After"]
     assert took < 6 * TIMEOUT_S + 2, took  # libpq's connect timeout is whole seconds, at least 2
