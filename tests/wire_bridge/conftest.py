@@ -10,7 +10,7 @@ import redis
 from django.conf import settings as django_settings
 from django.test import override_settings
 
-from tests.conftest import own_broker
+from tests.conftest import WorkerProcess, own_broker, service_env
 
 APP_ID = "0a99ecb5-8a1c-4c4e-9f57-1b0ea1c0ffee@wire.example"
 WIRE_SECRET = "sidecar-secret-for-tests"
@@ -28,6 +28,20 @@ def wire_config(**extra: object):
         wire_default_domain="wire.example",
         **extra,
     )
+
+
+def wire_worker(redis_url: str, name: str, **extra: str) -> WorkerProcess:
+    """A respond worker on `redis_url` with wire_config()'s secret, app id and domain and this process's Django
+    secret key; `extra`: more of its environment (the fake servers' URLs)."""
+    env = service_env(
+        redis_url,
+        JEEVES_WIRE_SECRET=WIRE_SECRET,
+        JEEVES_WIRE_APP_ID=APP_ID,
+        JEEVES_WIRE_DEFAULT_DOMAIN="wire.example",
+        DJANGO_SECRET_KEY=django_settings.SECRET_KEY,
+        **extra,
+    )
+    return WorkerProcess("respond", env, name=name)
 
 
 @pytest.fixture

@@ -11,14 +11,12 @@ import uuid
 
 import pytest
 import redis
-from django.conf import settings as django_settings
 from django.test import override_settings
 
 from knowledge.models import ChannelConfig, MessageReceipt
 from pipeline import window
-from tests.conftest import WorkerProcess, service_env
 from tests.fakes.wire import FakeRoman, FakeSidecar, mention_of, qid, sidecar_app_added, sidecar_text
-from tests.wire_bridge.conftest import APP_ID, CLASSIFY, ROMAN_SECRET, WIRE_SECRET, wire_config
+from tests.wire_bridge.conftest import APP_ID, CLASSIFY, ROMAN_SECRET, WIRE_SECRET, wire_config, wire_worker
 from wire_bridge import replies
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,17 +34,13 @@ def fakes():
 @pytest.fixture(scope="module")
 def respond_worker(django_db_setup, django_db_blocker, isolated_redis, fakes):
     sidecar, roman = fakes
-    env = service_env(
+    worker = wire_worker(
         isolated_redis,
-        JEEVES_WIRE_SECRET=WIRE_SECRET,
+        "bridge-respond",
         JEEVES_ROMAN_SECRET=ROMAN_SECRET,
-        JEEVES_WIRE_APP_ID=APP_ID,
-        JEEVES_WIRE_DEFAULT_DOMAIN="wire.example",
         JEEVES_WIRE_SIDECAR_URL=sidecar.url,
         JEEVES_ROMAN_URL=roman.url,
-        DJANGO_SECRET_KEY=django_settings.SECRET_KEY,
     )
-    worker = WorkerProcess("respond", env, name="bridge-respond")
     yield worker
     worker.stop()
 

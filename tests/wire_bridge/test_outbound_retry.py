@@ -11,15 +11,14 @@ import uuid
 
 import pytest
 import redis
-from django.conf import settings as django_settings
 from django.test import override_settings
 
 from ground import keys
 from knowledge import channels
 from pipeline import claimcheck
-from tests.conftest import WorkerProcess, service_env, wait_for
+from tests.conftest import WorkerProcess, wait_for
 from tests.fakes.wire import FakeSidecar
-from tests.wire_bridge.conftest import APP_ID, WIRE_SECRET, wire_config
+from tests.wire_bridge.conftest import WIRE_SECRET, wire_config, wire_worker
 from wire_bridge import commands, tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,15 +34,7 @@ def sidecar():
 
 @pytest.fixture(scope="module")
 def respond_worker(django_db_setup, django_db_blocker, isolated_redis, sidecar):
-    env = service_env(
-        isolated_redis,
-        JEEVES_WIRE_SECRET=WIRE_SECRET,
-        JEEVES_WIRE_APP_ID=APP_ID,
-        JEEVES_WIRE_DEFAULT_DOMAIN="wire.example",
-        JEEVES_WIRE_SIDECAR_URL=sidecar.url,
-        DJANGO_SECRET_KEY=django_settings.SECRET_KEY,
-    )
-    worker = WorkerProcess("respond", env, name="outbound-retry")
+    worker = wire_worker(isolated_redis, "outbound-retry", JEEVES_WIRE_SIDECAR_URL=sidecar.url)
     yield worker
     worker.stop()
 
