@@ -126,6 +126,14 @@ def load(n_channels: int, n_records: int, n_embeddings: int, seed: int = SEED) -
         iso = at.isoformat()
         return f'{{"wire_msg_ids": ["m{n}"], "timestamp_range": {{"start": "{iso}", "end": "{iso}"}}}}'
 
+    def spread(count: int):
+        """`count` records round the channels: n, channel, organisation, a time in the last year, an id, a person."""
+        for n in range(count):
+            cid, org = channels[n % n_channels]
+            at = now - timedelta(days=rnd.random() * 365)
+            rid, who = uuid.uuid4(), rnd.choice(users[org])
+            yield n, cid, org, at, rid, who
+
     conn = connection.connection  # the psycopg 3 connection under Django's
     register_vector(conn)
     t0 = time.perf_counter()
@@ -138,19 +146,13 @@ def load(n_channels: int, n_records: int, n_embeddings: int, seed: int = SEED) -
         per_kind = n_records // 2
         with cur.copy("COPY decisions (id, friendly_id, channel_id, organisation_id, summary, decided_by, "
                       "decided_at, tags, source_ref, source_key, restatement) FROM STDIN") as cp:  # fmt: skip
-            for n in range(per_kind):
-                cid, org = channels[n % n_channels]
-                at = now - timedelta(days=rnd.random() * 365)
-                rid, who = uuid.uuid4(), rnd.choice(users[org])
+            for n, cid, org, at, rid, who in spread(per_kind):
                 cp.write_row((rid, f"DEC-{n // n_channels + 1:04d}", cid, org, text(), "{" + who + "}", at,
                               "{" + rnd.choice(WORDS) + "}", ref(at, n), f"d{n}", "{}"))  # fmt: skip
                 sources.append(("decision", rid, cid, org, who, at))
         with cur.copy("COPY actions (id, friendly_id, channel_id, organisation_id, description, owner_id, "
                       "owner_name, tags, source_ref, source_key, status, restatement) FROM STDIN") as cp:  # fmt: skip
-            for n in range(per_kind):
-                cid, org = channels[n % n_channels]
-                at = now - timedelta(days=rnd.random() * 365)
-                rid, who = uuid.uuid4(), rnd.choice(users[org])
+            for n, cid, org, at, rid, who in spread(per_kind):
                 cp.write_row((rid, f"ACT-{n // n_channels + 1:04d}", cid, org, text(), who, f"Person {n % 200}",
                               "{}", ref(at, n), f"a{n}", rnd.choice(["open", "done"]), "{}"))  # fmt: skip
                 sources.append(("action", rid, cid, org, who, at))
@@ -158,10 +160,7 @@ def load(n_channels: int, n_records: int, n_embeddings: int, seed: int = SEED) -
         signal_cols = "participants, tags, related_entities, occurred_at, source_ref, source_key, restatement"
         with cur.copy("COPY conversation_signals (id, channel_id, organisation_id, signal_type, summary, "
                       f"{signal_cols}) FROM STDIN") as cp:  # fmt: skip
-            for n in range(n_signals):
-                cid, org = channels[n % n_channels]
-                at = now - timedelta(days=rnd.random() * 365)
-                rid, who = uuid.uuid4(), rnd.choice(users[org])
+            for n, cid, org, at, rid, who in spread(n_signals):
                 cp.write_row((rid, cid, org, "discussion", text(), "{" + who + "}", "{}", "{}", at, ref(at, n),
                               f"s{n}", "{}"))  # fmt: skip
                 sources.append(("signal", rid, cid, org, who, at))
