@@ -57,6 +57,11 @@ def window(*lines: tuple[Member, str]) -> list[WindowMessage]:
     return out
 
 
+def actions_on(msgs: list[WindowMessage], msg_id: str, **kw) -> list:
+    """The actions extracted from `msgs` that rest on message `msg_id` (`kw`: more arguments of extract)."""
+    return [a for a in extract(msgs, CTX, **kw).actions if msg_id in a.source_msg_ids]
+
+
 REQUEST = window(
     (ANA, "the supplier portal password expires at the end of the month"),
     (ANA, "@ben can you renew the supplier portal certificate before Thursday?"),
@@ -83,7 +88,7 @@ def test_a_self_commitment_is_owned_by_its_author() -> None:
         (CARA, "the quarterly access review is due and nobody has started it"),
         (ANA, "I'll go through the access review spreadsheet and revoke stale accounts by Friday"),
     )
-    actions = [a for a in extract(msgs, CTX).actions if "m2" in a.source_msg_ids]
+    actions = actions_on(msgs, "m2")
     assert len(actions) == 1
     assert actions[0].owner_id == ANA.user_id
     assert actions[0].deadline == date(2026, 5, 8)
@@ -95,14 +100,14 @@ def test_a_promise_says_who_it_is_made_to_instead_of_you() -> None:
         (CARA, "the steering meeting moved to Thursday morning"),
         (ANA, "I'll send you the vendor shortlist and your copy of the scoring sheet by Wednesday"),
     )
-    [action] = [a for a in extract(msgs, CTX).actions if "m2" in a.source_msg_ids]
+    [action] = actions_on(msgs, "m2")
     assert action.owner_id == ANA.user_id
     assert "Cara" in action.description and not re.search(r"\byou", action.description, re.I), action.description
 
 
 def test_asking_to_have_something_is_a_request_to_send_it() -> None:
     msgs = window((CARA, "@ana could I have the vendor shortlist before the steering meeting?"), (ANA, "yes, will do"))
-    [action] = [a for a in extract(msgs, CTX).actions if "m1" in a.source_msg_ids]
+    [action] = actions_on(msgs, "m1")
     assert action.owner_id == ANA.user_id
     assert action.description.startswith("Ana to send Cara "), action.description
 
@@ -114,7 +119,7 @@ def test_a_request_naming_no_one_is_owned_by_the_member_who_takes_it_up() -> Non
         (BEN, "on it, will do both"),
         (CARA, "thanks"),
     )
-    actions = [a for a in extract(msgs, CTX).actions if "m2" in a.source_msg_ids]
+    actions = actions_on(msgs, "m2")
     assert len(actions) == 1, actions
     assert actions[0].owner_id == BEN.user_id
     assert "m3" in actions[0].source_msg_ids
@@ -127,7 +132,7 @@ def test_one_message_giving_two_people_their_own_part_gives_two_actions() -> Non
         (CARA, "@ana can you book the removal van for Saturday? @ben can you label every monitor cable by Friday?"),
         (BEN, "will do"),
     )
-    found = [a for a in extract(msgs, CTX).actions if "m2" in a.source_msg_ids]
+    found = actions_on(msgs, "m2")
     assert {a.owner_id for a in found} == {ANA.user_id, BEN.user_id}
     by_owner = {a.owner_id: a for a in found}
     assert "van" in by_owner[ANA.user_id].description and "cable" in by_owner[BEN.user_id].description
@@ -285,7 +290,7 @@ def test_the_owner_naming_a_date_when_taking_a_request_sets_its_deadline() -> No
         (BEN, "sure, Wednesday"),
         (CARA, "thanks both"),
     )
-    [action] = [a for a in extract(msgs, CTX).actions if "m2" in a.source_msg_ids]
+    [action] = actions_on(msgs, "m2")
     assert action.owner_id == BEN.user_id
     assert action.deadline == date(2026, 5, 6)
 
@@ -297,14 +302,14 @@ def test_when_the_owner_starts_is_not_the_deadline_the_request_set() -> None:
         (BEN, "yes, starting on it tomorrow"),
         (CARA, "great"),
     )
-    [action] = [a for a in extract(msgs, CTX).actions if "m2" in a.source_msg_ids]
+    [action] = actions_on(msgs, "m2")
     assert action.owner_id == BEN.user_id
     assert action.deadline == date(2026, 5, 8)  # Friday, not the day he starts
     msgs = window(
         (ANA, "@ben can you reconcile the asset register by Friday?"),
         (BEN, "yes, I'll have it done by Wednesday"),
     )
-    [action] = [a for a in extract(msgs, CTX).actions if "m1" in a.source_msg_ids]
+    [action] = actions_on(msgs, "m1")
     assert action.deadline == date(2026, 5, 8)  # his earlier target is his plan; Friday is what was asked
     msgs = window(
         (CARA, "the auditors arrive next month and the asset register is a mess"),
@@ -312,7 +317,7 @@ def test_when_the_owner_starts_is_not_the_deadline_the_request_set() -> None:
         (BEN, "Friday is tight, I can move it to Monday"),
         (CARA, "great"),
     )
-    [action] = [a for a in extract(msgs, CTX).actions if "m2" in a.source_msg_ids]
+    [action] = actions_on(msgs, "m2")
     assert action.deadline == date(2026, 5, 11)  # a date he moves it to replaces it
 
 
@@ -321,14 +326,14 @@ def test_a_date_elsewhere_in_a_request_is_not_its_deadline_unless_said_as_one() 
         (ANA, "The charity run is on 30 May, registration closes on the 25th. @ben can you order the team shirts?"),
         (BEN, "will do"),
     )
-    [action] = [a for a in extract(msgs, CTX).actions if "m1" in a.source_msg_ids]
+    [action] = actions_on(msgs, "m1")
     assert action.owner_id == BEN.user_id
     assert action.deadline is None
     msgs = window(
         (ANA, "The charity run is on 30 May, shirts have to be ordered by the 22nd. @ben can you order them?"),
         (BEN, "will do"),
     )
-    [action] = [a for a in extract(msgs, CTX).actions if "m1" in a.source_msg_ids]
+    [action] = actions_on(msgs, "m1")
     assert action.deadline == date(2026, 5, 22)
 
 
@@ -338,10 +343,10 @@ def test_a_date_the_owner_moves_in_a_later_burst_continues_the_stored_action() -
         (ANA, "@ben can you send the electrician the floor plan of the loading bay?"),
         (BEN, "sorry, that slips to Thursday"),
     )
-    first = [a for a in extract(msgs[:2], CTX, pending_ids={"m1", "m2"}).actions if "m2" in a.source_msg_ids]
+    first = actions_on(msgs[:2], "m2", pending_ids={"m1", "m2"})
     assert [a.deadline for a in first] == [None]
     # The reply comes in the next burst: the action again, resting on both messages, with the reply's date.
-    [later] = [a for a in extract(msgs, CTX, pending_ids={"m3"}).actions if "m2" in a.source_msg_ids]
+    [later] = actions_on(msgs, "m2", pending_ids={"m3"})
     assert later.source_msg_ids == ["m2", "m3"] and later.owner_id == BEN.user_id
     assert later.deadline == date(2026, 5, 7)
 
@@ -375,7 +380,7 @@ def test_a_done_report_dates_what_happened_not_the_deadline() -> None:
         (ANA, "@ben can you mail the signed lease back to the landlord by Friday?"),
         (BEN, "Posted ✅ the landlord countersigns it next Tuesday"),
     )
-    [action] = [a for a in extract(msgs, CTX).actions if "m1" in a.source_msg_ids]
+    [action] = actions_on(msgs, "m1")
     assert action.owner_id == BEN.user_id
     assert action.deadline == date(2026, 5, 8)
 
