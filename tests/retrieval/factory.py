@@ -42,33 +42,36 @@ def channel(org: str = "wire.example", name: str | None = None, personal: bool =
     )
 
 
+def _sourced(ch: ChannelConfig, n: int, at: datetime | None = None) -> dict:
+    """What every extracted record carries: its channel and organisation, and the message it rests on."""
+    return {
+        "channel": ch,
+        "organisation_id": ch.organisation_id,
+        "source_ref": ref(f"m{n}", at=at),
+        "source_key": f"k{n}",
+    }
+
+
 def decision(ch: ChannelConfig, summary: str, *, by: list[str] | None = None, days_ago: float = 1, **kw) -> Decision:
     n = next(_seq)
     at = NOW - timedelta(days=days_ago)
     return Decision.objects.create(
-        channel=ch,
-        organisation_id=ch.organisation_id,
         friendly_id=kw.pop("friendly_id", f"DEC-{n:04d}"),
         summary=summary,
         decided_by=by or [],
         decided_at=at,
-        source_ref=ref(f"m{n}", at=at),
-        source_key=f"k{n}",
+        **_sourced(ch, n, at),
         **kw,
     )
 
 
 def action(ch: ChannelConfig, description: str, *, owner: str | None = None, days_ago: float = 1, **kw) -> Action:
     n = next(_seq)
-    at = NOW - timedelta(days=days_ago)
     return Action.objects.create(
-        channel=ch,
-        organisation_id=ch.organisation_id,
         friendly_id=kw.pop("friendly_id", f"ACT-{n:04d}"),
         description=description,
         owner_id=owner,
-        source_ref=ref(f"m{n}", at=at),
-        source_key=f"k{n}",
+        **_sourced(ch, n, NOW - timedelta(days=days_ago)),
         **kw,
     )
 
@@ -91,16 +94,12 @@ def release_channel() -> dict:
 
 
 def signal(ch: ChannelConfig, summary: str, *, participants: list[str] | None = None, days_ago: float = 1, **kw):
-    n = next(_seq)
     return ConversationSignal.objects.create(
-        channel=ch,
-        organisation_id=ch.organisation_id,
         signal_type=kw.pop("signal_type", "discussion"),
         summary=summary,
         participants=participants or [],
         occurred_at=NOW - timedelta(days=days_ago),
-        source_ref=ref(f"m{n}"),
-        source_key=f"k{n}",
+        **_sourced(ch, next(_seq)),
         **kw,
     )
 
