@@ -58,33 +58,30 @@ def _ref(n: int, at: datetime) -> dict:
     return {"wire_msg_ids": [f"m{n}"], "timestamp_range": {"start": at.isoformat(), "end": at.isoformat()}}
 
 
+def _sourced(ch: ChannelConfig, n: int, at: datetime, key: str) -> dict:
+    """What every record of a day carries: its channel and organisation, the message it rests on, its source key."""
+    return {"channel": ch, "organisation_id": ch.organisation_id, "source_ref": _ref(n, at), "source_key": key}
+
+
 def _day_of_records(ch: ChannelConfig, at: datetime, n: int = 1) -> tuple[Decision, Action, Action]:
     """A day's business: a decision, an open and a completed action, a blocker, four receipts by two people."""
     decision = Decision.objects.create(
-        channel=ch,
-        organisation_id=ch.organisation_id,
         friendly_id=f"DEC-{n:04d}",
         summary="The team agreed to move billing to Postgres next sprint.",
         decided_by=[ANA],
         decided_at=at,
-        source_ref=_ref(n, at),
-        source_key=f"d{n}",
+        **_sourced(ch, n, at, f"d{n}"),
     )
     open_action = Action.objects.create(
-        channel=ch,
-        organisation_id=ch.organisation_id,
         friendly_id=f"ACT-{2 * n - 1:04d}",
         description="Tom to finish the API review.",
         owner_id=TOM,
         owner_name="Tom",
         deadline=at + timedelta(days=2),
         created_at=at,
-        source_ref=_ref(n, at),
-        source_key=f"a{n}",
+        **_sourced(ch, n, at, f"a{n}"),
     )
     finished = Action.objects.create(
-        channel=ch,
-        organisation_id=ch.organisation_id,
         friendly_id=f"ACT-{2 * n:04d}",
         description="Ana to renew the staging certificate.",
         owner_id=ANA,
@@ -92,18 +89,14 @@ def _day_of_records(ch: ChannelConfig, at: datetime, n: int = 1) -> tuple[Decisi
         status="done",
         created_at=at - timedelta(days=3),
         completed_at=at + timedelta(hours=1),
-        source_ref=_ref(n, at),
-        source_key=f"b{n}",
+        **_sourced(ch, n, at, f"b{n}"),
     )
     ConversationSignal.objects.create(
-        channel=ch,
-        organisation_id=ch.organisation_id,
         signal_type="blocker",
         summary="Deploys were blocked by an expired staging certificate.",
         participants=[ANA],
         occurred_at=at,
-        source_ref=_ref(n, at),
-        source_key=f"s{n}",
+        **_sourced(ch, n, at, f"s{n}"),
     )
     for i, author in enumerate([TOM, ANA, TOM, ANA]):
         MessageReceipt.objects.create(
