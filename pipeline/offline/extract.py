@@ -137,14 +137,8 @@ def _decision_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
     core_at = max(ids, key=lambda i: (w.scored.p("decision_ev", i) if i != record.proposal else 0.0, w.words(i)))
     if record.proposal is not None:
         core_at = record.proposal
-    author = w.name(w.msgs[core_at].author_id)
-    core = restate.normal_form(w.msgs[core_at].text, author)
-    if "?" in w.msgs[core_at].text:
-        core = restate.as_decided(core)  # the question the team said yes to: what they decided
-    core = restate.as_chosen(core)
     # The decision itself, as knowledge: who decided and when are fields of the record, said by the answer.
-    text = restate.sentence(core) if core else ""
-    return restate.fit(text, sources), sources
+    return restate.decision(w.msgs[core_at].text, w.name(w.msgs[core_at].author_id), sources), sources
 
 
 def _rationale(w: _Window, ids: list[int], sources: list[str]) -> str | None:

@@ -179,9 +179,15 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _ASIDE = re.compile(
     r"\s*(?:\(|\s[-\u2013\u2014]\s|;|\bbecause\b|\bsince\b|\bbut\b|\bso that\b|, so\b|, which\b|, as\b)"
 )
+# In a decision, what follows "but" is part of what was decided ("the same plan as last year but the deposit
+# is refundable"), not an aside.
+_DECISION_ASIDE = re.compile(
+    r"\s*(?:\(|\s[-\u2013\u2014]\s|;|\bbecause\b|\bsince\b|\bso that\b|, so\b|, which\b|, as\b)"
+)
 _REQUEST_LEAD = re.compile(
     r"^.*?\b(?:can|could|would|will) you(?: please| pls| also| maybe)?\s+|^.*?\bplease\s+|^.*?\bpls\s+"
-    r"|^.*?\bneed you to\s+|^.*?\bare you (?:ok|okay|able|happy) to\s+|^.*?\bmind\s+(?=\w+ing\b)",
+    r"|^.*?\bneed you to\s+|^.*?\bare you(?: two| both| all)? (?:ok|okay|able|happy|free|available) to\s+"
+    r"|^.*?\bmind\s+(?=\w+ing\b)",
     re.IGNORECASE,
 )
 _ASK_FOR = re.compile(r"^.*?\b(?:can|could|may) i (?:please )?(?:have|get|grab)\s+(?:a copy of\s+)?", re.IGNORECASE)
@@ -227,6 +233,7 @@ _DANGLING = {
     "till", "since", "like", "vs", "was", "were", "has", "have", "had", "been", "being", "do", "does", "did",
     "they", "he", "she", "his", "her", "them", "who", "whose", "when", "where", "while", "because", "without",
     "within", "between", "across", "against", "around", "during", "more", "less", "most",
+    "every", "each", "incl", "incl.", "including", "e.g.", "i.e.",
 }  # fmt: skip
 _STOP = frozenset(
     """a an the and or but if then of to in on at for with by from is are was were be been it its this that we our us
@@ -248,15 +255,15 @@ _SUBORDINATE = re.compile(
 )
 
 
-def _first_clause(text: str) -> str:
+def _first_clause(text: str, aside: re.Pattern[str] = _ASIDE) -> str:
     """The text up to its first aside (a parenthesis, a dash, a reason, a 'but'), if that leaves enough.
     A lead that cannot stand alone ("Before anyone asks — …", "If it helps, …") gives way to what follows."""
-    match = _ASIDE.search(text)
+    match = aside.search(text)
     if match and len(text[: match.start()].split()) >= 4:
         rest = clean(text[match.end() :])
         dash = match.group(0).strip() in {"-", "\u2013", "\u2014"}
         if dash and _SUBORDINATE.match(text) and len(rest.split()) >= 4:
-            return _first_clause(rest)
+            return _first_clause(rest, aside)
         return text[: match.start()]
     return text
 
@@ -267,12 +274,56 @@ def _main_sentence(text: str) -> str:
     return next((p for p in parts if len(p.split()) >= 4), parts[0] if parts else "")
 
 
-def normal_form(text: str, actor: str, addressee: str | None = None) -> str:
-    """A third-person clause restating the message's main sentence without its chat framing."""
+# A proposal, once the team agreed to it, is what the team will do: "I'd suggest we trial it for a month", "what
+# if we moved the review to Monday?", "we could split the order" say what the team decided to do.
+_PROPOSED = re.compile(
+    r"^(?:(?:(?:i'?d|i would|i)\s+(?:suggest|propose|recommend|vote)(?:\s+that)?|how about|what about|what if"
+    r"|why don'?t|maybe|perhaps|i think)\s+we(?:\s+(?:should|could|can|might))?|we\s+(?:should|could|can|might))"
+    r"\s+(?=\w)",
+    re.IGNORECASE,
+)
+
+
+def _as_agreed(clause: str) -> str:
+    """A proposal said as what the team will do (`_PROPOSED`), its verb in the base form ("moved" → "move");
+    any other clause unchanged."""
+    match = _PROPOSED.match(clause)
+    if not match:
+        return clause
+    negation = re.match(r"(?:not|never)\s+", clause[match.end() :], re.IGNORECASE)
+    first, _, rest = clause[match.end() + (negation.end() if negation else 0) :].partition(" ")
+    lemmas = getAllLemmas(first.casefold()).get("VERB", ())
+    if not lemmas or lemmas[0] in {"be", "have"}:
+        return clause
+    return f"the team will {negation.group(0) if negation else ''}{lemmas[0]} {rest}".strip()
+
+
+def normal_form(
+    text: str, actor: str, addressee: str | None = None, *, decision: bool = False, aside: re.Pattern[str] = _ASIDE
+) -> str:
+    """A third-person clause restating the message's main sentence without its chat framing, up to its first
+    `aside`. A `decision`'s proposal is said as what the team will do."""
     core = clean(_main_sentence(clean(text)))
+    if decision:
+        core = _as_agreed(core)
     core = _without_label(_FRAME.sub("", core))
-    core = _first_clause(core).strip(" ,;:-.?!")
+    core = _first_clause(core, aside).strip(" ,;:-.?!")
     return third_person(core, actor, addressee).strip()
+
+
+def decision(said: str, author: str, sources: list[str]) -> str:
+    """What a message decided, restated (`normal_form`, `as_decided` for a question the team said yes to,
+    `as_chosen` for an order) and fitted to its sources. Its "but" clause is part of the decision ("the same
+    plan as last year but the deposit is refundable") when the record can keep all of it; else it ends before."""
+    for aside in (_DECISION_ASIDE, _ASIDE):
+        core = normal_form(said, author, decision=True, aside=aside)
+        if "?" in said:
+            core = as_decided(core)
+        text = sentence(as_chosen(core)) if core else ""
+        fitted = fit(text, sources)
+        if words(fitted)[-1:] == words(text)[-1:]:
+            return fitted
+    return fitted
 
 
 def as_decided(clause: str) -> str:

@@ -154,3 +154,36 @@ def test_a_closing_chat_particle_is_not_part_of_the_record() -> None:
     )
     assert fit("We renew the van lease anyway.", ["fine"]) == "We renew the van lease."
     assert fit("Ship it then.", ["fine"]) == "Ship it then."  # too short to lose a word
+
+
+def test_a_proposal_the_team_agreed_to_is_said_as_what_the_team_will_do() -> None:
+    def decided(said: str) -> str:
+        return sentence(normal_form(said, "Tomasz", decision=True))
+
+    assert decided("I'd suggest we rent two vans for the move") == "The team will rent two vans for the move."
+    assert decided("what if we moved the firing to Thursdays?") == "The team will move the firing to Thursdays."
+    assert decided("we should not renew the storage unit") == "The team will not renew the storage unit."
+    # A fact about the past stays one; only a proposal becomes what the team will do.
+    assert decided("we repainted the stairwell last week") == "The team repainted the stairwell last week."
+    # Outside a decision a proposal is only a proposal.
+    assert normal_form("I'd suggest we rent two vans", "Tomasz").startswith("Tomasz would suggest")
+
+
+def test_a_request_asked_of_several_people_at_once_is_their_task() -> None:
+    assert task("@ines @rafa are you two ok to staff the stall on Saturday?", "Tomasz", "Ines") == (
+        "staff the stall on Saturday"
+    )
+    assert task("are you both free to proofread the brochure?", "Tomasz", "Rafa") == "proofread the brochure"
+
+
+def test_a_decisions_but_clause_is_part_of_it_when_the_record_can_keep_all_of_it() -> None:
+    from pipeline.offline.restate import decision
+
+    said = "fine by me. same caterer as the spring fair but compostable cups"
+    assert decision(said, "Tomasz", [said]) == "Same caterer as the spring fair but compostable cups."
+    rambling = (
+        "ok same caterer as the spring fair, but only if they can confirm the gluten-free menu, the extra "
+        "staff for the evening session and the later pick-up time by next week"
+    )
+    kept = decision(rambling, "Tomasz", [rambling])
+    assert kept == "Same caterer as the spring fair.", kept  # its "but" would be cut short: the record ends before it
