@@ -45,6 +45,13 @@ from knowledge.models import (
     Summary,
 )
 
+admin.site.site_header = "Jeeves review desk"
+admin.site.site_title = "Jeeves"
+admin.site.index_title = "What Jeeves has recorded"
+# The review lists are wide (what a record says, its channel, owner, date, status, confidence): the room goes to
+# them rather than to a second copy of the index's model list down the side of every page.
+admin.site.enable_nav_sidebar = False
+
 
 class ReadOnlyAdmin(admin.ModelAdmin):
     """For tables the pipeline owns: viewable, never edited or added by hand."""

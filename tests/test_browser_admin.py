@@ -145,7 +145,8 @@ def test_a_team_lead_reviews_in_a_real_browser(live_server, browser, flower):
     browser.find_element(By.NAME, "password").send_keys(PASSWORD)
     _shot(browser, "01-login")
     browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    wait_for(lambda: "Site administration" in browser.page_source, timeout=60)
+    wait_for(lambda: "What Jeeves has recorded" in browser.page_source, timeout=60)
+    assert "Jeeves review desk" in browser.page_source
     assert "Dashboard" in browser.page_source  # the front page links the dashboard
     _shot(browser, "02-admin-home")
 
@@ -160,6 +161,11 @@ def test_a_team_lead_reviews_in_a_real_browser(live_server, browser, flower):
     rows = browser.find_elements(By.CSS_SELECTOR, "#result_list tbody tr")
     shown = {row.find_element(By.CSS_SELECTOR, "th a").text for row in rows}
     assert shown == {retries.friendly_id, budget.friendly_id}, shown
+    # Every column of the list is in view on a laptop's screen: nothing to scroll sideways for.
+    overflow = browser.execute_script(
+        "const r = document.querySelector('.results'); return r.scrollWidth - r.clientWidth"
+    )
+    assert overflow <= 0, f"the decision list is {overflow}px wider than the page"
     _shot(browser, "03-decisions-filtered")
 
     # Bulk supersede of both.
