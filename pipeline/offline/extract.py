@@ -253,16 +253,58 @@ _NEGATED = re.compile(
 )
 
 
-def _action_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
+# A task whose object is a pronoun ("order them", "take that", "draft one") says what only its context says.
+_PRONOUN_TASK = re.compile(r"^\w+ to (\w+ (?:it|that|this|them|those|one))\b", re.IGNORECASE)
+_REFERENT_WORDS = 10  # of the restated referent kept beside the task
+
+
+def _referent(w: _Window, record: _Record, phrase: str) -> tuple[int, str] | None:
+    """What the pronoun of a task's `phrase` ("order them") refers to, restated: the sentences before the one
+    saying the phrase in the message that opened the task ("… the scanners need spare batteries. Omar, order
+    them"), else the message before that one; None when neither says enough (four content words) to be worth
+    saying."""
+    first = record.evidence[0]
+    parts = restate.sentences(w.msgs[first].text)
+    said_at = next((k for k, part in enumerate(parts) if phrase.casefold() in part.casefold()), 0)
+    candidates = [(first, " ".join(parts[:said_at]))] if said_at else []
+    if first > 0:
+        candidates.append((first - 1, w.msgs[first - 1].text))
+    for at, said in candidates:
+        if len(restate.content_words(said)) >= 4:
+            core = restate.normal_form(said, w.name(w.msgs[at].author_id))
+            kept = " ".join(restate.trim(core.split()[:_REFERENT_WORDS]))
+            if kept:
+                return at, kept
+    return None
+
+
+def _action_text(w: _Window, record: _Record) -> tuple[str, list[int]]:
+    """The action restated, and the indices of the messages it rests on: its evidence, and the message its
+    pronoun refers to when the text says what that was ("Omar to order them (spare batteries for the scanners)")."""
+    text, sources = _said_task(w, record)
+    pronoun_task = _PRONOUN_TASK.match(text)
+    if not pronoun_task or (referent := _referent(w, record, pronoun_task.group(1))) is None:
+        return text, record.evidence
+    at, said = referent
+    fitted = restate.fit(f"{text.rstrip('.')} ({said})", [*sources, w.msgs[at].text])
+    if fitted.count("(") > fitted.count(")"):
+        fitted = fitted.rstrip(".…") + ")."
+    if len(fitted) <= len(text):
+        return text, record.evidence
+    return fitted, sorted({*record.evidence, at})
+
+
+def _said_task(w: _Window, record: _Record) -> tuple[str, list[str]]:
     msg = w.msgs[record.anchor]
     sources = [w.msgs[i].text for i in record.evidence]
     owner = w.name(record.owner.user_id) if record.owner else "Someone"
     actor = w.name(msg.author_id)
     # A promise's "you" is whoever the owner answers: the last one before it who is not its author.
     answered = next((m.author_id for m in reversed(w.msgs[: record.anchor]) if m.author_id != msg.author_id), None)
-    task = restate.task(
-        record.segment if record.segment is not None else msg.text, actor, owner, w.name(answered) if answered else None
-    )
+    said = record.segment if record.segment is not None else msg.text
+    if record.owner and record.owner.handle:  # "@rafa tell the drivers …": the handle opens no task
+        said = re.sub(rf"^\s*@{re.escape(record.owner.handle)}\b[\s,:]*", "", said, flags=re.IGNORECASE) or said
+    task = restate.task(said, actor, owner, w.name(answered) if answered else None)
     if record.segment is not None and task and not restate.starts_with_verb(task):
         task = f"{_gapped_verb(w, record, actor, owner)} {task}".strip()  # "@ana you take X, @ben the Y"
     if task and task.casefold().startswith(f"{owner.casefold()} "):
@@ -581,7 +623,7 @@ def extract(
             # with the new date, whichever burst said it. (Any later date, not only a move, was tried: train-CV
             # deadlines 209 of 260 right against 210 of 259, the owner's interim dates taken for the task's.)
             due, said_at = _dated(w, record)
-            text = _action_text(w, record)[0] if due is not None and said_at is not None else ""
+            text = _said_task(w, record)[0] if due is not None and said_at is not None else ""
             if text and said_at is not None and w.pending[said_at] and deadlines.moves(w.msgs[said_at].text):
                 ids = [w.msgs[record.anchor].id, w.msgs[said_at].id]
                 actions.append(
@@ -594,10 +636,10 @@ def extract(
                     )
                 )
             continue
-        description, _ = _action_text(w, record)
+        description, rests_on = _action_text(w, record)
         if not description:
             continue
-        msg_ids, tags = _cited(w, record.evidence)
+        msg_ids, tags = _cited(w, rests_on)
         actions.append(
             ExtractedAction(
                 description=description[:400],

@@ -444,7 +444,8 @@ def starts_with_verb(phrase: str) -> bool:
 _PARTICLES = {"then", "anyway", "anyways"}  # chat's closing particles: "the loft on Tuesday then.", "we ship it anyway"
 
 
-def _trim(tokens: list[str]) -> list[str]:
+def trim(tokens: list[str]) -> list[str]:
+    """`tokens` without a closing chat particle or the words a cut leaves dangling ("… move the stock to the")."""
     if len(tokens) > 3 and tokens[-1].casefold().rstrip(".!?,;:") in _PARTICLES:
         tokens = tokens[:-1]
     while tokens and (
@@ -529,7 +530,7 @@ def _clause_end(kept: list[str], rest: list[str]) -> list[str]:
     least = max(3, math.ceil(len(kept) * _CLAUSE_KEPT))
     for i in range(len(kept) - 1, least - 1, -1):
         if ends_clause(i):
-            return _trim(kept[:i])
+            return trim(kept[:i])
     return kept
 
 
@@ -546,12 +547,12 @@ def fit(text: str, sources: Iterable[str], max_share: float = MAX_SHARE) -> str:
             kept_share(candidate, s) <= max_share for s in long_sources
         )
 
-    tokens = _trim(text.split()[:MAX_WORDS])
+    tokens = trim(text.split()[:MAX_WORDS])
     if len(tokens) > 2 and not fits(tokens):
-        tokens = _trim(_compress(tokens, fits))
+        tokens = trim(_compress(tokens, fits))
     whole = tokens
     while len(tokens) > 2:
         if fits(tokens):
             return sentence(" ".join(_clause_end(tokens, whole[len(tokens) :])))
-        tokens = _trim(tokens[:-1])
+        tokens = trim(tokens[:-1])
     return ""

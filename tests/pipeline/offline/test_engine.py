@@ -7,6 +7,7 @@ an evalset message): the engine is judged on language it was not fitted on.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from datetime import UTC, date, datetime, timedelta
@@ -488,3 +489,35 @@ def test_a_decision_said_as_an_order_to_choose_is_stored_as_what_the_team_chose(
     assert as_chosen("Park it until the board meets") == "the team will park it until the board meets"
     for said in ("Ship date moves to the 9th", "May the pilot start early", "While the vans are out, no deliveries"):
         assert as_chosen(said) == said
+
+
+def test_a_task_said_with_a_pronoun_says_what_it_refers_to_and_rests_on_that_message_too() -> None:
+    msgs = window(
+        (CARA, "the loading bay shutter sticks halfway every morning since the storm"),
+        (ANA, "I'll report it to the landlord today"),
+    )
+    [action] = actions_on(msgs, "m2")
+    assert action.description.startswith("Ana to report it"), action.description
+    assert "shutter" in action.description.lower(), action.description  # what "it" is, from the message before
+    assert action.source_msg_ids == ["m1", "m2"]  # forgetting the first message takes this text with it
+    assert longest_common_run(action.description, [m.text for m in msgs]) < 10
+    # Within one message the sentence before the task is what its pronoun refers to.
+    msgs = window((CARA, "ok, the blue van for the Leeds run it is. @ben please book it"), (BEN, "on it"))
+    [action] = actions_on(msgs, "m1")
+    assert "van" in action.description.lower(), action.description
+    # A task that names its object needs nothing more.
+    msgs = window((CARA, "the loading bay shutter sticks"), (ANA, "I'll report the shutter to the landlord today"))
+    [action] = actions_on(msgs, "m2")
+    assert "(" not in action.description and action.source_msg_ids == ["m2"], action
+
+
+def test_a_request_opening_on_a_handle_other_than_the_owners_name_is_their_task() -> None:
+    rafa = Member("r4@acme.example", name="Rafael Costa", handle="rafa")
+    ctx = dataclasses.replace(CTX, members=(*CTX.members, rafa))
+    msgs = [
+        WindowMessage("m1", ANA.user_id, START, "@rafa tell the drivers to skip the north depot today", [rafa.user_id]),
+        WindowMessage("m2", rafa.user_id, START + timedelta(minutes=2), "on it", []),
+    ]
+    [action] = extract(msgs, ctx).actions
+    assert action.owner_id == rafa.user_id
+    assert action.description.startswith("Rafael to tell"), action.description
