@@ -222,6 +222,7 @@ def collect(
     categories per message, and the model calls made for the channel (since `since`: the replay's start)."""
     from knowledge.models import (
         Action,
+        ChannelConfig,
         ConversationSignal,
         Decision,
         Entity,
@@ -230,6 +231,10 @@ def collect(
     )
 
     receipts = MessageReceipt.objects.filter(channel_id=channel_id)
+    from pipeline.offline.deadlines import local_date
+
+    config = ChannelConfig.objects.filter(channel_id=channel_id).first()
+    zone = config.timezone if config else "UTC"
     return {
         "channel_id": channel_id,
         "conversation": conversation,
@@ -251,6 +256,7 @@ def collect(
                 "description": a.description,
                 "owner_id": a.owner_id,
                 "deadline": a.deadline.isoformat() if a.deadline else None,
+                "due": local_date(a.deadline, zone).isoformat() if a.deadline else None,  # the channel's day
                 "status": a.status,
                 "confidence": a.confidence,
                 "source_ref": a.source_ref,
@@ -329,7 +335,7 @@ def render(channel: dict[str, Any]) -> str:
     lines += [f"    {d['id']}  {d['summary']}  [{d['confidence']:.2f}]" for d in channel["decisions"]]
     lines.append(f"  actions ({len(channel['actions'])}):")
     for a in channel["actions"]:
-        due = f", due {a['deadline'][:10]}" if a["deadline"] else ""
+        due = f", due {a['due']}" if a.get("due") else ""
         lines.append(f"    {a['id']}  {a['description']}  ({a['status']}{due})")
     lines.append(f"  entities: {len(channel['entities'])}, relationships: {len(channel['relationships'])}")
     lines.append(f"  signals: {len(channel['signals'])}")
