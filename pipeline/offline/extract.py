@@ -106,14 +106,26 @@ def _member(ctx: ChannelContext, user_id: str) -> Member:
 # --------------------------------------------------------------------------------------- decisions
 
 
+def _states_decision(w: _Window, i: int) -> bool:
+    """Does message `i` state a decision? Tier 1's `decision` head (the message and the one before) and the
+    `decision_anchor` head (the same label, with the message after it too), each over its threshold's share,
+    mixed by `decision_anchor_mix`, against the scale `decision_anchor_scale`."""
+    params = w.scored.engine.params
+    mix = params.get("decision_anchor_mix", 0.0)
+    score = (1 - mix) * w.scored.p("decision", i) / w.scored.engine.threshold("decision")
+    score += mix * w.scored.p("decision_anchor", i) / w.scored.engine.threshold("decision_anchor")
+    return score >= params.get("decision_anchor_scale", 1.0)
+
+
 def _decisions(w: _Window) -> list[_Record]:
-    """Records open at messages Tier 1 labels a decision; nearby decision evidence joins the latest."""
+    """Records open at messages the `decision_anchor` head says state a decision (Tier 1's decision label,
+    judged with the reply after the message as well); nearby decision evidence joins the latest."""
     params = w.scored.engine.params
     records: list[_Record] = []
     for i in range(len(w.msgs)):
         last = records[-1] if records else None
         near = last is not None and i - last.evidence[-1] <= params["join_gap"]
-        if w.scored.over("decision", i, scale="decision_anchor_scale"):
+        if _states_decision(w, i):
             if near and w.cosine(i, last.anchor) >= params["join_cosine"]:
                 last.evidence.append(i)  # the same decision said again (an amendment, a confirmation)
                 continue

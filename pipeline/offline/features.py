@@ -296,6 +296,11 @@ def last_rows(groups: Sequence[Sequence[Msg]], vectors: Sequence[np.ndarray]) ->
     return _rows(dense, texts, before, None)
 
 
+def embedding_columns(n_columns: int) -> int:
+    """How many of the first columns of a `matrix` row of `n_columns` are sentence embeddings."""
+    return DIM * (3 if n_columns == width(True) else 2)
+
+
 def width(with_next: bool) -> int:
     text = 2**WORD_BITS + 2**CHAR_BITS + 2**EDGE_BITS + 2**CONTEXT_BITS
     if with_next:

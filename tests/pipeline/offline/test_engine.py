@@ -521,3 +521,34 @@ def test_a_request_opening_on_a_handle_other_than_the_owners_name_is_their_task(
     [action] = extract(msgs, ctx).actions
     assert action.owner_id == rafa.user_id
     assert action.description.startswith("Rafael to tell"), action.description
+
+
+def test_a_decision_opens_on_both_decision_heads_each_as_a_share_of_its_threshold() -> None:
+    """Tier 1's `decision` head and the reply-aware `decision_anchor` head are weighed by `decision_anchor_mix`,
+    each as its probability over its own threshold, against `decision_anchor_scale`."""
+    from types import SimpleNamespace
+
+    from pipeline.offline.extract import _states_decision
+
+    def heads(names: tuple[str, ...], thresholds: list[float]) -> model.Heads:
+        return model.Heads(names, np.zeros((len(names), 1)), np.zeros(len(names)), np.array(thresholds))
+
+    t1 = [0.5] * len(model.CATEGORIES)
+    t2 = [0.5] * len(model.EXTRACT_HEADS)
+    t1[model.CATEGORIES.index("decision")] = 0.4
+    t2[model.EXTRACT_HEADS.index("decision_anchor")] = 0.2
+    engine = model.Engine(heads(model.CATEGORIES, t1), heads(model.EXTRACT_HEADS, t2))
+    p1 = np.zeros((3, len(model.CATEGORIES)))
+    p2 = np.zeros((3, len(model.EXTRACT_HEADS)))
+    # 0: both at their thresholds; 1: Tier 1 sure, the reply-aware head not at all; 2: only the reply-aware head
+    p1[:, model.CATEGORIES.index("decision")] = [0.4, 0.8, 0.0]
+    p2[:, model.EXTRACT_HEADS.index("decision_anchor")] = [0.2, 0.0, 0.3]
+    w = SimpleNamespace(scored=model.Scored(p1, p2, np.zeros((3, 4)), engine))
+    engine.params = {**model.DEFAULT_PARAMS, "decision_anchor_mix": 0.5, "decision_anchor_scale": 1.0}
+    assert [_states_decision(w, i) for i in range(3)] == [True, True, False]
+    engine.params["decision_anchor_scale"] = 0.7
+    assert [_states_decision(w, i) for i in range(3)] == [True, True, True]
+    engine.params.update(decision_anchor_mix=0.0, decision_anchor_scale=1.0)
+    assert [_states_decision(w, i) for i in range(3)] == [True, True, False]
+    engine.params["decision_anchor_mix"] = 1.0
+    assert [_states_decision(w, i) for i in range(3)] == [True, False, True]
