@@ -22,6 +22,11 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # ground is import-light: no Django settings are read
+    sys.path.insert(0, str(ROOT))
+
+from ground.queues import worker_argv  # noqa: E402
+
 # Every process a bench started (name, Popen), for benches that report per-process memory (bench/load.py).
 PROCESSES: list[tuple[str, subprocess.Popen]] = []
 
@@ -131,27 +136,15 @@ def start_worker(stack: ExitStack, env: dict[str, str], queue: str, concurrency:
     out = log.open("wb")
     stack.callback(out.close)
     proc = subprocess.Popen(
-        [
+        worker_argv(
             sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "jeeves",
-            "worker",
-            "-Q",
             queue,
-            "--pool",
-            pool,
-            "--concurrency",
-            str(concurrency),
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "--loglevel",
-            "INFO",
-            "-n",
-            f"bench-{queue}-{uuid.uuid4().hex[:8]}@%h",
-        ],
+            name=f"bench-{queue}-{uuid.uuid4().hex[:8]}@%h",
+            pool=pool,
+            concurrency=concurrency,
+            mingle=False,
+            heartbeat=False,
+        ),
         cwd=ROOT,
         env=env,
         stdout=out,

