@@ -285,7 +285,7 @@ def _referent(w: _Window, record: _Record, phrase: str) -> tuple[int, str] | Non
         if len(restate.content_words(said)) >= 4:
             core = restate.normal_form(said, w.name(w.msgs[at].author_id))
             tokens = core.split()[:_REFERENT_WORDS]
-            # It ends where its first clause does when that is within reach ("the quick fix, no …").
+            # It ends where its first clause does when that is within reach ("the spare scanner batteries, and …").
             clause = next((k + 1 for k, token in enumerate(tokens[4:], start=4) if token.endswith((",", ";"))), None)
             kept = " ".join(restate.trim(tokens[:clause]))
             if kept:
