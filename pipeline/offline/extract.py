@@ -329,6 +329,9 @@ def _said_task(w: _Window, record: _Record) -> tuple[str, list[str]]:
     elif task and not restate.opens_on_task(task, msg.text) and restate.fit(restate.sentence(task), sources):
         text = restate.sentence(task)  # "New date: the launch moves …", never "Wendell to new date: …"
     else:
+        first = task.split(" ", 1)[0] if task else ""
+        if first[1:].islower() and first[:1].isupper() and restate.starts_with_verb(first):
+            task = task[0].lower() + task[1:]  # "Tell them …" said after "to" reads "to tell them …"
         text = restate.sentence(f"{owner} to {task}" if task else f"{owner} to follow up on {actor}'s request")
     return restate.fit(text, sources), sources
 

@@ -552,3 +552,9 @@ def test_a_decision_opens_on_both_decision_heads_each_as_a_share_of_its_threshol
     assert [_states_decision(w, i) for i in range(3)] == [True, True, False]
     engine.params["decision_anchor_mix"] = 1.0
     assert [_states_decision(w, i) for i in range(3)] == [True, False, True]
+
+
+def test_a_task_written_as_its_own_sentence_reads_in_lower_case_after_to() -> None:
+    msgs = window((ANA, "@ben Restock the first-aid cabinet on the mezzanine today please"), (BEN, "will do"))
+    [action] = actions_on(msgs, "m1")
+    assert action.description.startswith("Ben to restock "), action.description
