@@ -265,9 +265,8 @@ _NEGATED = re.compile(
 )
 
 
-# A task whose object is a pronoun ("order them", "take that", "draft one") says what only its context says.
+# A task whose object is a pronoun ("order them", "file those", "print one") says what only its context says.
 _PRONOUN_TASK = re.compile(r"^\w+ to (\w+ (?:it|that|this|them|those|one))\b", re.IGNORECASE)
-_REFERENT_WORDS = 12  # of the restated referent kept beside the task
 
 
 def _referent(w: _Window, record: _Record, phrase: str) -> tuple[int, str] | None:
@@ -283,12 +282,7 @@ def _referent(w: _Window, record: _Record, phrase: str) -> tuple[int, str] | Non
         candidates.append((first - 1, w.msgs[first - 1].text))
     for at, said in candidates:
         if len(restate.content_words(said)) >= 4:
-            core = restate.normal_form(said, w.name(w.msgs[at].author_id))
-            tokens = core.split()[:_REFERENT_WORDS]
-            # It ends where its first clause does when that is within reach ("the spare scanner batteries, and …").
-            clause = next((k + 1 for k, token in enumerate(tokens[4:], start=4) if token.endswith((",", ";"))), None)
-            kept = " ".join(restate.trim(tokens[:clause]))
-            if kept:
+            if kept := restate.gist(said, w.name(w.msgs[at].author_id)):
                 return at, kept
     return None
 

@@ -311,6 +311,18 @@ def normal_form(
     return third_person(core, actor, addressee).strip()
 
 
+_GIST_WORDS = 12
+
+
+def gist(said: str, actor: str) -> str:
+    """What a message is about in a few words (`normal_form`, at most `_GIST_WORDS`), said beside a record that
+    points at it; it ends where its first clause does when that is within reach ("the spare scanner batteries, and
+    …" → "the spare scanner batteries")."""
+    tokens = normal_form(said, actor).split()[:_GIST_WORDS]
+    clause = next((k + 1 for k, token in enumerate(tokens[4:], start=4) if token.endswith((",", ";"))), None)
+    return " ".join(trim(tokens[:clause]))
+
+
 def decision(said: str, author: str, sources: list[str]) -> str:
     """What a message decided, restated (`normal_form`, `as_decided` for a question the team said yes to,
     `as_chosen` for an order) and fitted to its sources. Its "but" clause is part of the decision ("the same
