@@ -84,10 +84,10 @@ def test_each_button_through_the_sidecar(bridge, fakes, respond_worker, now):  #
     by_pair = {tuple(b["id"] for b in p["buttons"])[0].rsplit(":", 1)[0]: p for p in prompts}
     first = by_pair["contradiction:DEC-0001:DEC-0002"]
     assert first["type"] == "composite" and first["conversationId"] == qid(conv)
-    day = duty.on_date(now - timedelta(hours=2), "UTC", now)
+    older, newer = (duty.on_date(d.decided_at, "UTC", now) for d in (pairs[0].older, pairs[0].newer))
     assert first["text"] == (
-        f"One notes that DEC-0002, settled on {day} (The print run for leaflet 1 is 800 copies), appears to differ "
-        f"from the decision of {day} (DEC-0001: The print run for leaflet 1 is 500 copies). The print runs differ. "
+        f"One notes that DEC-0002, settled on {newer} (The print run for leaflet 1 is 800 copies), appears to differ "
+        f"from the decision of {older} (DEC-0001: The print run for leaflet 1 is 500 copies). The print runs differ. "
         "Shall I record DEC-0001 as superseded by DEC-0002, or are both to stand?"
     )
     assert [(b["id"], b["text"]) for b in first["buttons"]] == [
