@@ -53,6 +53,7 @@ class Setting:
     timezone: str = "UTC"
     now: datetime | None = None
     names: Mapping[str, str] = field(default_factory=dict)  # qualified user id -> display name
+    asker_id: str = ""
 
 
 # Opening words that read lower-case inside a sentence; any other first word (a name, a product, an
@@ -321,6 +322,58 @@ def offline_answer(
             "Both are still in force; shall I mark one of them as superseded?"
         )
     return Answer(text=voice(" ".join(sentences)), cited=list(cited), model=LOCAL_MODEL)
+
+
+_COUNTS = "no one two three four five six seven eight nine ten eleven twelve".split()
+
+
+def _count(n: int, noun: str) -> str:
+    """ "three open actions", "one open action", "14 open actions"."""
+    said = _COUNTS[n] if n < len(_COUNTS) else str(n)
+    return f"{said} {noun}" if n == 1 else f"{said} {noun}s"
+
+
+def _actions(n: int, state: str) -> str:
+    """ "three open actions", "two actions done", "one action"."""
+    if state == "open":
+        return _count(n, "open action")
+    return _count(n, "action") + (f" {state}" if state else "")
+
+
+def _series(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else "; ".join(items[:-1]) + "; and " + items[-1]
+
+
+def listing(plan: QueryPlan, actions: Sequence[Record], setting: Setting) -> Answer:
+    """What someone has on, as one sentence: how many actions, then the first `MAX_CITED` by deadline, each as
+    its task, id and date; the ids of the rest, so each can be asked about. One person's actions are said as
+    theirs ("Sam Okafor has two open actions: to …"), the asker's as "You have …", anyone's with their owner."""
+    speaker = _Speaker(setting)
+    shown, rest = list(actions[:MAX_CITED]), actions[MAX_CITED:]
+    state = plan.statuses[0] if len(plan.statuses) == 1 else ""
+    owners = {r.detail.get("owner_id") for r in actions}
+    one = len(owners) == 1 and None not in owners
+    items = []
+    for record in shown:
+        due = record.detail.get("deadline")
+        when = f", by {speaker.date(due)}" if due and record.status != "done" else ""
+        task = speaker.task(record)
+        said = f"to {task}" if one and task else _clause(record.text)
+        items.append(f"{said}{speaker.ref(record)}{when}")
+    if one:
+        owner = next(iter(owners))
+        who = "You have" if owner == setting.asker_id else f"{shown[0].detail.get('owner_name') or 'One person'} has"
+        opening = f"{who} {_actions(len(actions), state)}"
+    else:
+        opening = f"There are {_actions(len(actions), state)}"
+    if rest:
+        dated = any(r.detail.get("deadline") for r in shown)
+        opening += f"; the {_COUNTS[len(shown)]} {'due soonest' if dated else 'newest'}"
+    text = f"{opening}: {_series(items)}."
+    if rest:
+        ids = [r.cite_id for r in rest]
+        text += f" Besides them: {', '.join(ids[:-1]) + ' and ' + ids[-1] if len(ids) > 1 else ids[0]}."
+    return Answer(text=voice(text), cited=shown, model=LOCAL_MODEL)
 
 
 def voice(text: str) -> str:

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection
@@ -374,6 +374,11 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
     timings = dict(found.timings_ms)
 
     t = time.perf_counter()
+    if listed := _listed(found):
+        setting = answers.Setting(
+            channel_id=channel_id, timezone=scope.timezone, now=timezone.now(), names={}, asker_id=user_id
+        )
+        return _answered(channel_id, found, answers.listing(found.plan, listed, setting), timings, t, tokens=0)
     ranked = found.ranked()
     scorer = relevance.load()
     answering = relevance.settled(
@@ -404,6 +409,13 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
     doubtful = found.scores.get(result.cited[0].key, 1.0) < scorer.hedge_below if result.cited else False
     if doubtful and not relevance.is_filter(found.plan):
         result = replace(result, text=f"{answers.NEAREST} {result.text}")
+    return _answered(channel_id, found, result, timings, t, tokens=pack.tokens)
+
+
+def _answered(
+    channel_id: str, found: Retrieval, result: answers.Answer, timings: dict[str, float], t: float, *, tokens: int
+) -> AskResult:
+    """The answer with the records it cites, its timings observed and logged (ids only, never text)."""
     timings["answer"] = _ms(t)
     by_key = {f.key: f for f in found.fused}
     cited = [
@@ -411,12 +423,25 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
             id=r.cite_id,
             type=r.type,
             channel_id=r.channel_id,
-            paths=list(by_key[r.key].paths),
-            score=round(by_key[r.key].score, 8),
+            paths=list(by_key[r.key].paths) if r.key in by_key else ["structured"],
+            score=round(by_key[r.key].score, 8) if r.key in by_key else 0.0,
             source_ref=r.source_ref,
         )
         for r in result.cited
     ]
     _observe(timings, found.path_ms, "cited" if cited else "no_record")
     logger.info("ask: channel=%s cited=%s model=%s", channel_id, [c.id for c in cited], result.model)
-    return AskResult(answer=result.text, records=cited, tokens=pack.tokens, timings_ms=timings)
+    return AskResult(answer=result.text, records=cited, tokens=tokens, timings_ms=timings)
+
+
+def _listed(found: Retrieval) -> list[Record]:
+    """For a question asking what someone has on (`plan.response_format` "list" over actions), the actions the
+    structured path found under its filters, soonest deadline first, then the newest: they are the answer,
+    whatever their words. Empty for any other question."""
+    plan = found.plan
+    if plan.response_format != "list" or plan.record_types != ["action"]:
+        return []
+    actions = [found.records[k] for k in found.path_hits.get("structured", [])]
+    actions = [r for r in actions if r.type == "action" and relevance.citable(r)]
+    far = datetime.max.replace(tzinfo=UTC)
+    return sorted(actions, key=lambda r: (r.detail.get("deadline") or far, -r.occurred_at.timestamp()))

@@ -190,6 +190,28 @@ def keywords_of(question: str) -> list[str]:
     return list(kept)[:12]
 
 
+# What a person has on: "what is Sam doing?", "what's on my plate?", "Maya's open tasks", "list open actions". Such
+# a question names no subject of its own; its answer is the person's (or everyone's) actions, listed.
+_WORKLOAD = re.compile(
+    r"\b(doing|working|plate|busy|assigned|owes?|tasks?|actions?|to-?dos?|open|outstanding|pending|have on|got on"
+    r"|done|finished|completed)\b",
+    re.I,
+)
+_WORKLOAD_WORDS = frozenset(
+    "doing working work plate busy assigned owe owes task tasks action actions todo todos to-do to-dos open "
+    "outstanding pending list all responsible mine finished completed".split()
+)
+
+
+def _asks_for_a_list(question: str, keywords: list[str], names: list[str]) -> bool:
+    """Whether `question` asks what someone has on (or which actions are open) and nothing narrower: every
+    content word is a name of the person asked about or a word of having work on."""
+    if not _WORKLOAD.search(question):
+        return False
+    named = {w.lower() for surface in names for w in words_of(surface)}
+    return all(k in _WORKLOAD_WORDS or k in named for k in keywords)
+
+
 def offline_plan(question: str, ctx: PlanContext) -> QueryPlan:
     """The offline engine's plan: cue words for intent, dateparser for time, scope names for entities."""
     intent: Intent = "factual_recall"
@@ -221,8 +243,11 @@ def offline_plan(question: str, ctx: PlanContext) -> QueryPlan:
     if time_range is not None or intent in ("temporal_context", "cross_channel"):
         paths.append("summary")
     response_format: ResponseFormat = "direct_answer"
-    if record_types and re.search(r"\b(list|all|which|open)\b", lowered):
-        response_format = "list"
+    if (owner_ids or statuses or record_types == ["action"]) and _asks_for_a_list(
+        question, keywords, _match_names_raw(question, ctx.members)
+    ):
+        response_format, record_types = "list", ["action"]
+        statuses = statuses or (["done"] if _DONE.search(question) else ["open"])
     elif intent == "temporal_context":
         response_format = "comparison"
     # Rough complexity: several entities, a comparison over time, or a long question.
@@ -338,7 +363,11 @@ def analyse(
         return offline
     if plan is offline:
         return plan
-    # People and ids come from what the scope knows, never from the model.
+    # People and ids come from what the scope knows, never from the model; so does whether the question asks for
+    # a list of someone's actions (its answer is then every such action, whatever their words: retrieval.ask).
+    listing: dict[str, object] = {"response_format": "direct_answer"} if plan.response_format == "list" else {}
+    if offline.response_format == "list":
+        listing = {"response_format": "list", "record_types": offline.record_types, "statuses": offline.statuses}
     return plan.model_copy(
-        update={"owner_ids": offline.owner_ids, "friendly_ids": offline.friendly_ids or plan.friendly_ids}
+        update={"owner_ids": offline.owner_ids, "friendly_ids": offline.friendly_ids or plan.friendly_ids, **listing}
     )

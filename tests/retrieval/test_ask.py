@@ -6,6 +6,7 @@ import dataclasses
 import io
 import json
 import re
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
@@ -17,6 +18,7 @@ from pipeline import embedder
 from retrieval import relevance
 from retrieval.answer import CONTRADICTION, NEAREST, NO_RECORD
 from retrieval.ask import ask
+from tests.fakes.openai_server import answer, serving
 from tests.retrieval import factory as f
 
 pytestmark = pytest.mark.django_db
@@ -106,6 +108,77 @@ def test_a_filter_questions_hits_are_never_called_the_nearest(billing, hedge_bel
     mine = ask(ch.channel_id, alice, "What are my open actions?")
     assert a1.friendly_id in [r.id for r in mine.records]
     assert not mine.answer.startswith(NEAREST)
+
+
+@pytest.fixture
+def workload():
+    """One person with four open actions (two dated) and one done, another person's open and done actions, and the
+    same person's action in another channel."""
+    priya, tom = f.user(), f.user()
+    ch = f.channel(name="data-platform")
+    elsewhere = f.channel(name="finance-ops")
+    due = f.NOW + timedelta(days=5)
+
+    def owned(text, owner=priya, name="Priya Shah", **kw):
+        return f.action(ch, text, owner=owner, owner_name=name, **kw)
+
+    soon = owned("Priya to rotate the warehouse credentials", deadline=due)
+    later = owned("Priya to archive the old dashboards", deadline=due + timedelta(days=7))
+    newest = owned("Priya to write up the backfill runbook", days_ago=1)
+    oldest = owned("Priya to tidy the dbt model names", days_ago=3)
+    done = owned("Priya to pin the connector version", status="done")
+    owned("Tom to review the cost report", owner=tom, name="Tom Berg")
+    owned("Tom to renew the BI licence", owner=tom, name="Tom Berg", status="done")
+    f.action(elsewhere, "Priya to close the ledger export", owner=priya, owner_name="Priya Shah")
+    return ch, priya, tom, [soon, later, newest, oldest], done
+
+
+def test_what_someone_has_on_is_listed_by_deadline(workload):
+    ch, priya, tom, (soon, later, newest, oldest), _done = workload
+    result = ask(ch.channel_id, tom, "what is Priya working on?")
+    assert result.answer.startswith(
+        f"Priya Shah has four open actions; the three due soonest: to rotate the warehouse credentials "
+        f"({soon.friendly_id}), by "
+    )
+    assert f"; and to write up the backfill runbook ({newest.friendly_id})." in result.answer
+    assert result.answer.endswith(f"Besides them: {oldest.friendly_id}.")
+    assert [r.id for r in result.records] == [soon.friendly_id, later.friendly_id, newest.friendly_id]
+    assert "ledger" not in result.answer and "cost report" not in result.answer  # another channel, another person
+
+
+def test_the_askers_own_and_finished_work_are_listed(workload):
+    ch, priya, _tom, open_ones, done = workload
+    mine = ask(ch.channel_id, priya, "what's on my plate?")
+    assert mine.answer.startswith("You have four open actions; the three due soonest: to rotate ")
+    finished = ask(ch.channel_id, priya, "which of my actions are done?")
+    assert finished.answer == f"You have one action done: to pin the connector version ({done.friendly_id})."
+    everyone = ask(ch.channel_id, priya, "list open actions")
+    assert everyone.answer.startswith("There are five open actions; the three due soonest: Priya to rotate ")
+
+
+def test_a_narrower_question_about_someones_work_is_not_a_list(workload):
+    ch, _priya, tom, (soon, *_rest), _done = workload
+    result = ask(ch.channel_id, tom, "is Priya working on the warehouse credentials?")
+    assert not result.answer.startswith("Priya Shah has")
+
+
+def test_whether_a_question_asks_for_a_list_is_read_from_its_words_not_the_models_plan(workload, settings):
+    ch, _priya, tom, (soon, *_rest), _done = workload
+    narrow = {
+        "intent": "factual_recall",
+        "keywords": ["credentials"],
+        "response_format": "list",
+        "record_types": ["action"],
+    }
+    broad = {"intent": "accountability", "keywords": ["priya"], "response_format": "direct_answer"}
+    with serving(settings, {"query_analyse": "plan-model"}) as provider:
+        provider.script("plan-model", answer(narrow), answer(broad))
+        assert not ask(ch.channel_id, tom, "which actions touch the warehouse credentials?").answer.startswith(
+            "There are"
+        )
+        listed = ask(ch.channel_id, tom, "what is Priya working on?")
+    assert listed.answer.startswith("Priya Shah has four open actions; the three due soonest: to rotate ")
+    assert len(provider.calls("plan-model")) == 2
 
 
 def test_nothing_found_is_the_exact_sentence_and_no_model_call(billing):
