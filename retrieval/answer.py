@@ -344,12 +344,23 @@ def _series(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else "; ".join(items[:-1]) + "; and " + items[-1]
 
 
-def listing(plan: QueryPlan, actions: Sequence[Record], setting: Setting) -> Answer:
-    """What someone has on, as one sentence: how many actions, then the first `MAX_CITED` by deadline, each as
-    its task, id and date; the ids of the rest, so each can be asked about. One person's actions are said as
-    theirs ("Sam Okafor has two open actions: to …"), the asker's as "You have …", anyone's with their owner."""
+def listing(plan: QueryPlan, records: Sequence[Record], setting: Setting) -> Answer:
+    """What someone has on or decided, as one sentence: how many, then the first `MAX_CITED` (actions by deadline,
+    each as its task, id and date; decisions newest first, each with its day); the ids of the rest, so each can
+    be asked about. One person's actions are said as theirs ("Sam Okafor has two open actions: to …"), the
+    asker's as "You have …", anyone's with their owner."""
     speaker = _Speaker(setting)
-    shown, rest = list(actions[:MAX_CITED]), actions[MAX_CITED:]
+    shown, rest = list(records[:MAX_CITED]), records[MAX_CITED:]
+    if shown[0].type == "decision":
+        items = [f"on {speaker.date(r.occurred_at)}, {_clause(r.text)}{speaker.ref(r)}" for r in shown]
+        if setting.asker_id in plan.owner_ids:
+            who = "You were"
+        else:
+            named = [n for n in (setting.names.get(u) for u in plan.owner_ids) if n]
+            who = f"{' and '.join(named)} {'were' if len(named) > 1 else 'was'}" if named else "They were"
+        opening = f"{who} party to {_count(len(records), 'decision')} in force"
+        return _listed_answer(opening, items, shown, rest, "newest")
+    actions = records
     state = plan.statuses[0] if len(plan.statuses) == 1 else ""
     owners = {r.detail.get("owner_id") for r in actions}
     one = len(owners) == 1 and None not in owners
@@ -366,9 +377,13 @@ def listing(plan: QueryPlan, actions: Sequence[Record], setting: Setting) -> Ans
         opening = f"{who} {_actions(len(actions), state)}"
     else:
         opening = f"There are {_actions(len(actions), state)}"
+    dated = any(r.detail.get("deadline") for r in shown)
+    return _listed_answer(opening, items, shown, rest, "due soonest" if dated else "newest")
+
+
+def _listed_answer(opening: str, items: list[str], shown: list[Record], rest: Sequence[Record], order: str) -> Answer:
     if rest:
-        dated = any(r.detail.get("deadline") for r in shown)
-        opening += f"; the {_COUNTS[len(shown)]} {'due soonest' if dated else 'newest'}"
+        opening += f"; the {_COUNTS[len(shown)]} {order}"
     text = f"{opening}: {_series(items)}."
     if rest:
         ids = [r.cite_id for r in rest]

@@ -344,8 +344,11 @@ def _contradictions(
     return [(newer, older) for newer, older in pairs if cited[0] in (newer, older)][:1]
 
 
-def _names(channel_id: str, records: list[Record]) -> dict[str, str]:
-    """Display names by user id: the channel's member cache, and the owners records carry."""
+def _names(
+    channel_id: str, records: list[Record], people: Sequence[str] = (), scope: RetrievalScope | None = None
+) -> dict[str, str]:
+    """Display names by user id: the channel's member cache, and the owners records carry; for `people` the
+    cache does not name, the name their actions in `scope` carry."""
     from redis.exceptions import RedisError
 
     from pipeline import members
@@ -355,6 +358,15 @@ def _names(channel_id: str, records: list[Record]) -> dict[str, str]:
         names.update({m.user_id: m.name for m in members.all_members(channel_id) if m.name})
     except RedisError as exc:  # names make the answer kinder; without the cache it still answers
         logger.warning("ask: member cache unavailable (%s); deciders unnamed", type(exc).__name__)
+    unnamed = [p for p in people if p not in names]
+    if unnamed and scope is not None:
+        with connection.cursor() as cur:
+            cur.execute(
+                f"SELECT DISTINCT ON (a.owner_id) a.owner_id, a.owner_name FROM actions a WHERE {scope.actions('a')}"
+                " AND a.owner_id = ANY(%(unnamed)s) AND a.owner_name IS NOT NULL",
+                {**scope.params(), "unnamed": unnamed},
+            )
+            names.update(dict(cur.fetchall()))
     return names
 
 
@@ -376,7 +388,11 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
     t = time.perf_counter()
     if listed := _listed(found):
         setting = answers.Setting(
-            channel_id=channel_id, timezone=scope.timezone, now=timezone.now(), names={}, asker_id=user_id
+            channel_id=channel_id,
+            timezone=scope.timezone,
+            now=timezone.now(),
+            names=_names(channel_id, listed, found.plan.owner_ids, scope),
+            asker_id=user_id,
         )
         return _answered(channel_id, found, answers.listing(found.plan, listed, setting), timings, t, tokens=0)
     ranked = found.ranked()
@@ -435,13 +451,14 @@ def _answered(
 
 
 def _listed(found: Retrieval) -> list[Record]:
-    """For a question asking what someone has on (`plan.response_format` "list" over actions), the actions the
-    structured path found under its filters, soonest deadline first, then the newest: they are the answer,
-    whatever their words. Empty for any other question."""
+    """For a question asking what someone has on or decided (`plan.response_format` "list" over one record type),
+    the records the structured path found under its filters: they are the answer, whatever their words. Actions
+    soonest deadline first, then the newest; decisions newest first. Empty for any other question."""
     plan = found.plan
-    if plan.response_format != "list" or plan.record_types != ["action"]:
+    if plan.response_format != "list" or len(plan.record_types) != 1:
         return []
-    actions = [found.records[k] for k in found.path_hits.get("structured", [])]
-    actions = [r for r in actions if r.type == "action" and relevance.citable(r)]
+    kind = plan.record_types[0]
+    hits = [found.records[k] for k in found.path_hits.get("structured", [])]
+    hits = [r for r in hits if r.type == kind and relevance.citable(r)]
     far = datetime.max.replace(tzinfo=UTC)
-    return sorted(actions, key=lambda r: (r.detail.get("deadline") or far, -r.occurred_at.timestamp()))
+    return sorted(hits, key=lambda r: (r.detail.get("deadline") or far, -r.occurred_at.timestamp()))

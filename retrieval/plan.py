@@ -203,10 +203,15 @@ _WORKLOAD_WORDS = frozenset(
 )
 
 
-def _asks_for_a_list(question: str, keywords: list[str], names: list[str]) -> bool:
-    """Whether `question` asks what someone has on (or which actions are open) and nothing narrower: every
-    content word is a name of the person asked about or a word of having work on."""
-    if not _WORKLOAD.search(question):
+# What a person decided: "what did Chris decide?", "my decisions", "which decisions did Ana make?".
+_DECIDING = re.compile(r"\b(decid\w*|decisions?|agreed|settled)\b", re.I)
+
+
+def _asks_for_a_list(question: str, keywords: list[str], names: list[str], cue: re.Pattern[str] = _WORKLOAD) -> bool:
+    """Whether `question` asks what someone has on (or which actions are open; with `_DECIDING`, what someone
+    decided) and nothing narrower: every content word is a name of the person asked about or a word of having
+    work on."""
+    if not cue.search(question):
         return False
     named = {w.lower() for surface in names for w in words_of(surface)}
     return all(k in _WORKLOAD_WORDS or k in named for k in keywords)
@@ -243,9 +248,10 @@ def offline_plan(question: str, ctx: PlanContext) -> QueryPlan:
     if time_range is not None or intent in ("temporal_context", "cross_channel"):
         paths.append("summary")
     response_format: ResponseFormat = "direct_answer"
-    if (owner_ids or statuses or record_types == ["action"]) and _asks_for_a_list(
-        question, keywords, _match_names_raw(question, ctx.members)
-    ):
+    named = _match_names_raw(question, ctx.members)
+    if "action" not in record_types and owner_ids and _asks_for_a_list(question, keywords, named, _DECIDING):
+        response_format, record_types, statuses = "list", ["decision"], ["active"]
+    elif (owner_ids or statuses or record_types == ["action"]) and _asks_for_a_list(question, keywords, named):
         response_format, record_types = "list", ["action"]
         statuses = statuses or (["done"] if _DONE.search(question) else ["open"])
     elif intent == "temporal_context":

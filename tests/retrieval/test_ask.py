@@ -162,6 +162,20 @@ def test_a_narrower_question_about_someones_work_is_not_a_list(workload):
     assert not result.answer.startswith("Priya Shah has")
 
 
+def test_what_someone_decided_is_listed_newest_first(workload):
+    ch, priya, tom, *_ = workload
+    older = f.decision(ch, "Nightly loads move to 02:00 UTC", by=[priya], days_ago=9)
+    newer = f.decision(ch, "The staging warehouse is shut down at weekends", by=[priya, tom], days_ago=2)
+    f.decision(ch, "Dashboards are owned by the analysts", by=[tom], days_ago=1)
+    f.decision(ch, "Backfills run on Sundays", by=[priya], days_ago=5, status="superseded")
+    result = ask(ch.channel_id, tom, "what did Priya decide?")
+    assert result.answer.startswith("Priya Shah was party to two decisions in force: on the ")
+    assert result.answer.index(newer.friendly_id) < result.answer.index(older.friendly_id)
+    assert "analysts" not in result.answer and "Sundays" not in result.answer
+    assert [r.id for r in result.records] == [newer.friendly_id, older.friendly_id]
+    assert ask(ch.channel_id, priya, "my decisions").answer.startswith("You were party to two decisions in force")
+
+
 def test_whether_a_question_asks_for_a_list_is_read_from_its_words_not_the_models_plan(workload, settings):
     ch, _priya, tom, (soon, *_rest), _done = workload
     narrow = {
