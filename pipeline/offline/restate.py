@@ -88,8 +88,10 @@ def clean(text: str) -> str:
 
 
 def third_person(text: str, actor: str, addressee: str | None = None) -> str:
-    """First person → `actor`, second person → `addressee`, "we"/"let's" → the team."""
-    out = re.sub(r"\bi (don'?t|do not)\b", f"{actor} does not", text, flags=re.IGNORECASE)
+    """First person → `actor`, second person → `addressee`, "we"/"let's" → the team. An emphatic reflexive goes
+    ("I'll write it myself" → "<actor> will write it"): in the third person it says nothing the name does not."""
+    out = re.sub(r",?\s+\b(?:myself|ourselves)\b", "", text, flags=re.IGNORECASE)
+    out = re.sub(r"\bi (don'?t|do not)\b", f"{actor} does not", out, flags=re.IGNORECASE)
     out = re.sub(r"\bi (haven'?t|have not)\b", f"{actor} has not", out, flags=re.IGNORECASE)
     out = re.sub(r"\bi am\b", f"{actor} is", out, flags=re.IGNORECASE)
     out = re.sub(r"\bi have\b", f"{actor} has", out, flags=re.IGNORECASE)

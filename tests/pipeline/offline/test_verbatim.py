@@ -98,6 +98,13 @@ def test_normal_form_is_third_person_without_the_chat_framing() -> None:
     )
 
 
+def test_an_emphatic_reflexive_is_not_carried_into_the_third_person() -> None:
+    assert task("I'll repaint the meeting room myself, no need for a contractor", "Dana", "Dana").startswith(
+        "repaint the meeting room"
+    )
+    assert "ourselves" not in normal_form("we'll host the tasting ourselves this year", "Dana")
+
+
 def test_a_task_said_with_a_gerund_reads_in_the_base_form() -> None:
     assert task("@omar can you please booking the minibus for the away day", "Dana", "Omar").startswith(
         "book the minibus"
