@@ -95,7 +95,8 @@ def test_concurrent_callers_share_forward_passes_and_each_gets_its_own_vectors()
 def test_the_local_model_gives_sentence_transformers_vectors_without_importing_it() -> None:
     """pipeline/minilm.py runs the bundled MiniLM with torch alone: the vectors sentence-transformers gives
     (the space the offline engine was fitted in), for short, empty and over-long texts (truncated at 256
-    tokens), in batches of mixed lengths."""
+    tokens), in batches of mixed lengths, some texts of the same length (pipeline/minilm.py runs attention once
+    per token length, on unpadded blocks)."""
     import subprocess
     import sys
 
@@ -110,6 +111,8 @@ def test_the_local_model_gives_sentence_transformers_vectors_without_importing_i
         "Ünïcödé, émojis 🚀 and 中文 in one note",
         "a very long status note about the rollout " * 80,
         "who owns the database migration?",
+        "who owns the staging cluster?",  # as many tokens as the one before
+        "no",  # as many as "ok"
     ]
     ours = np.asarray(embedder.embed(texts), dtype=np.float32)
     theirs = SentenceTransformer(str(get_model_path()), device="cpu").encode(
