@@ -77,7 +77,8 @@ def main() -> None:
     print(
         f"\n{folder}: deadlines right {right}/{total} ({figures['deadline_accuracy']:.3f}); actions F1"
         f" {figures['actions']['f1']:.3f}, owner {figures['owner_accuracy']:.3f}, decisions F1"
-        f" {figures['decisions']['f1']:.3f}  (G: gold evidence, P: the engine's)"
+        f" {figures['decisions']['f1']:.3f}, signals per 100 messages {figures['signals_per_100_messages']}"
+        "  (G: gold evidence, P: the engine's)"
     )
 
 

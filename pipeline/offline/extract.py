@@ -9,7 +9,9 @@ The records are then built by general rules with parameters tuned on train:
   learns when a message naming someone is still the author's own task), one action per member when
   several are given their own part; a short reply by the owner (an acknowledgement, "done") joins it;
   a request that names no one is owned by the member whose short reply at once takes it up;
-- a signal is kept only when it carries information: a blocker, or an update stating a figure or a date.
+- a signal is kept only when it carries information: a blocker (even in a message a record rests on: "stuck
+  on X, @ben can you chase Y?" is Ben's action and the author's blocker), or an update stating a figure or a
+  date.
 A record is emitted only when its first evidence is pending, so a burst never re-emits what an earlier
 one stored; an earlier action comes again only when a pending message moves its date (a continuation:
 the store updates the action it stored with the new date). Every text is a third-person
@@ -465,10 +467,12 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
 def _signals(w: _Window, taken: set[int]) -> list[ExtractedSignal]:
     out: list[ExtractedSignal] = []
     for i, msg in enumerate(w.msgs):
-        if not w.pending[i] or i in taken:
+        if not w.pending[i]:
             continue
         if w.scored.over("blocker", i):
-            kind = "blocker"
+            kind = "blocker"  # even in a record's message: what blocks it is more than the record says
+        elif i in taken:
+            continue
         elif w.scored.over("update", i) and (
             _FIGURE.search(msg.text) or deadlines.resolve(msg.text, deadlines.local_date(msg.ts, w.ctx.timezone))
         ):

@@ -206,6 +206,23 @@ def test_a_signal_carries_information_and_is_a_restatement() -> None:
         assert " I " not in f" {signal.summary} "
 
 
+def test_a_blocker_said_with_a_request_is_kept_beside_the_action() -> None:
+    msgs = window(
+        (BEN, "the payroll run is ready apart from overtime"),
+        (
+            ANA,
+            "Stuck on the payroll export — March timesheets aren't approved yet so I can't run it. "
+            "@ben can you chase the approvals today?",
+        ),
+        (BEN, "sure, chasing now"),
+    )
+    result = extract(msgs, CTX)
+    blockers = [s for s in result.signals if s.signal_type == "blocker" and "m2" in s.source_msg_ids]
+    assert len(blockers) == 1, result.signals
+    assert blockers[0].participants == [ANA.user_id]
+    assert [a for a in result.actions if "m2" in a.source_msg_ids], result.actions
+
+
 def test_classify_labels_a_commitment_as_high_signal_and_chat_as_not() -> None:
     commitment = classify("I'll send the signed contract to the landlord tomorrow morning", CTX, ANA.user_id, [])
     assert "action" in commitment.categories and commitment.is_high_signal
