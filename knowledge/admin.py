@@ -483,6 +483,7 @@ class ConversationSignalAdmin(ReadOnlyAdmin):
     list_filter = ("signal_type", ConfidenceBandFilter, "channel")
     search_fields = ("summary",)
     date_hierarchy = "occurred_at"
+    ordering = ("-occurred_at",)  # the newest first, as the decisions and actions
     fields = (
         ("channel", "organisation_id"),
         ("signal_type", "summary"),
@@ -498,6 +499,7 @@ class SummaryAdmin(ReadOnlyAdmin):
     list_display = ("scope_type", "scope_id", "granularity", "period_start", "period_end", "sentiment")
     list_filter = ("granularity", "scope_type", "sentiment")
     search_fields = ("summary", "scope_id")
+    ordering = ("-period_start",)
     exclude = ("search_vector",)
 
 

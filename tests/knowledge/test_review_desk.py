@@ -194,3 +194,16 @@ def test_a_records_text_gets_the_width_of_its_list(reviewer, model):
     page = reviewer.get(f"/admin/knowledge/{model}/")
     assert page.status_code == 200
     assert "knowledge/admin.css" in page.content.decode()
+
+
+def test_signals_list_newest_first(reviewer):
+    ch = factory.channel()
+    for days, text in (
+        (3, "the freezer alarm was tested"),
+        (1, "the spare keys are at reception"),
+        (2, "the van is booked"),
+    ):
+        factory.signal(ch, text, days_ago=days)
+    page = reviewer.get("/admin/knowledge/conversationsignal/").content.decode()
+    spots = [page.index(t) for t in ("the spare keys", "the van is booked", "the freezer alarm")]
+    assert spots == sorted(spots)
