@@ -29,6 +29,8 @@ from ground.queues import worker_argv  # noqa: E402
 
 # Every process a bench started (name, Popen), for benches that report per-process memory (bench/load.py).
 PROCESSES: list[tuple[str, subprocess.Popen]] = []
+# The embedded services `services()` started: name → pid of the server (for `tree_cpu_s`).
+SERVICE_PIDS: dict[str, int] = {}
 
 
 def free_port() -> int:
@@ -56,6 +58,7 @@ def services(stack: ExitStack) -> dict[str, str]:
         admin = embedded.start_postgres(pgdata, delete_on_exit=True)
         stack.callback(embedded.stop_postgres, pgdata)
         embedded.ensure_database(admin, "jeeves_bench")
+        SERVICE_PIDS["postgres"] = int((pgdata / "postmaster.pid").read_text().split()[0])
         env["DATABASE_URL"] = admin.rsplit("/", 1)[0] + "/jeeves_bench"
         env["JEEVES_EMBEDDED"] = "1"  # its own throwaway services: local secrets are fine
     if os.environ.get("REDIS_URL"):
@@ -66,6 +69,13 @@ def services(stack: ExitStack) -> dict[str, str]:
         server = ValkeyServer(save="", appendonly="no")
         server.start()
         stack.callback(server.stop)
+        for entry in Path("/proc").glob("[0-9]*/cmdline") if Path("/proc").is_dir() else []:
+            try:
+                line = entry.read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if b"valkey-server" in line and f":{server.port}".encode() in line:
+                SERVICE_PIDS["valkey"] = int(entry.parent.name)
         env["REDIS_URL"] = server.connection_url + "/0"
     return env
 
@@ -78,6 +88,38 @@ def exit_on_sigterm() -> None:
 
 def migrate(env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process `pid` and its descendants, the exited ones its
+    processes have reaped included (a worker's main process and its pool children, gunicorn and its workers,
+    the postmaster and its backends): a cost a neighbour's load does not inflate, unlike wall time. Linux
+    only (/proc); NaN elsewhere or when `pid` is gone."""
+    parents: dict[int, int] = {}
+    used: dict[int, int] = {}
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return float("nan")
+    for name in entries:
+        try:
+            stat = Path("/proc", name, "stat").read_text()
+        except OSError:
+            continue  # exited meanwhile
+        fields = stat[stat.rindex(")") + 2 :].split()  # from the state on: ppid [1], utime..cstime [11:15]
+        parents[int(name)] = int(fields[1])
+        used[int(name)] = sum(int(f) for f in fields[11:15])
+    if pid not in used:
+        return float("nan")
+    children: dict[int, list[int]] = {}
+    for child, parent in parents.items():
+        children.setdefault(parent, []).append(child)
+    ticks, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        ticks += used[p]
+        todo += children.get(p, [])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
