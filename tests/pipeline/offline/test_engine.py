@@ -575,3 +575,27 @@ def test_a_task_written_as_its_own_sentence_reads_in_lower_case_after_to() -> No
     msgs = window((ANA, "@ben Restock the first-aid cabinet on the mezzanine today please"), (BEN, "will do"))
     [action] = actions_on(msgs, "m1")
     assert action.description.startswith("Ben to restock "), action.description
+
+
+def test_a_decision_is_restated_from_the_sentences_its_head_scores_highest(monkeypatch) -> None:
+    """`_core`: of a message's sentences of four words or more, the one the `decision_ev` head scores highest read
+    alone, and the next best beside it when it scores at least half as high, with whether it comes after."""
+    from types import SimpleNamespace
+
+    from pipeline.offline import extract as engine_extract
+
+    lead, moved, parking = (
+        "Spoke to the venue manager this morning.",
+        "The awards dinner moves to the riverside hall.",
+        "Parking there is free after six.",
+    )
+    w = SimpleNamespace(msgs=[SimpleNamespace(text=f"{lead} {moved} {parking}")])
+    scores = {lead: 0.1, moved: 0.8, parking: 0.3}
+    monkeypatch.setattr(engine_extract, "_sentence_score", lambda w, i, part, head: scores[part])
+    assert engine_extract._core(w, 0) == (moved, None, True)
+    scores[parking] = 0.5
+    assert engine_extract._core(w, 0) == (moved, parking, True)
+    scores.update({lead: 0.6, parking: 0.2})
+    assert engine_extract._core(w, 0) == (moved, lead, False)
+    w.msgs[0].text = f"Ok. {moved}"  # one sentence of four words: the message as it is
+    assert engine_extract._core(w, 0) == (f"Ok. {moved}", None, True)

@@ -194,3 +194,24 @@ def test_a_decisions_but_clause_is_part_of_it_when_the_record_can_keep_all_of_it
     )
     kept = decision(rambling, "Tomasz", [rambling])
     assert kept == "Same caterer as the spring fair.", kept  # its "but" would be cut short: the record ends before it
+
+
+def test_a_second_sentence_of_a_decision_is_restated_beside_it_when_the_record_can_keep_it() -> None:
+    from pipeline.offline.restate import decision, sentences
+
+    said = (
+        "We keep the north car park for visitors from March. I know that's a pain for everyone. "
+        "Staff park at the depot and take the shuttle."
+    )
+    first, _, last = sentences(said)
+    both = "The team keep the north car park for visitors from March; staff park at the depot and take the shuttle."
+    assert decision(first, "Tomasz", [said], also=last) == both
+    assert decision(last, "Tomasz", [said], also=first, after=False) == both  # in the message's order
+    long = (
+        "From the first of June the whole support desk moves to the four-day rota, with Fridays covered by two "
+        "volunteers who swap every month and a manager on call. I know it's a big change. "
+        "Leave already booked over the summer stands whatever the rota says."
+    )
+    first, _, last = sentences(long)
+    # no three words of the second would fit within the record's share of the message: the first alone
+    assert decision(first, "Tomasz", [long], also=last) == decision(first, "Tomasz", [long])
