@@ -362,7 +362,8 @@ def _decided(cores: list[str]) -> str:
     cores = [c for c in cores if c]
     for k in range(1, len(cores)):
         first = cores[k].split(" ", 1)[0]
-        if first[:1].isupper() and first[1:].islower() and first.isalpha() and getAllLemmas(first.casefold()):
+        common = first.casefold() in _STOP or getAllLemmas(first.casefold())
+        if first[:1].isupper() and first[1:].islower() and first.isalpha() and common:
             cores[k] = cores[k][0].lower() + cores[k][1:]
     return sentence("; ".join(cores)) if cores else ""
 

@@ -580,10 +580,10 @@ def test_a_task_written_as_its_own_sentence_reads_in_lower_case_after_to() -> No
 def test_a_decision_is_restated_from_the_sentences_its_head_scores_highest(monkeypatch) -> None:
     """`_core`: of a message's sentences of four words or more, the one the `decision_ev` head scores highest read
     alone, and the next best beside it when it scores at least half as high, with whether it comes after."""
+    import importlib
     from types import SimpleNamespace
 
-    from pipeline.offline import extract as engine_extract
-
+    engine_extract = importlib.import_module("pipeline.offline.extract")  # the module, not its `extract` function
     lead, moved, parking = (
         "Spoke to the venue manager this morning.",
         "The awards dinner moves to the riverside hall.",
@@ -599,3 +599,20 @@ def test_a_decision_is_restated_from_the_sentences_its_head_scores_highest(monke
     assert engine_extract._core(w, 0) == (moved, lead, False)
     w.msgs[0].text = f"Ok. {moved}"  # one sentence of four words: the message as it is
     assert engine_extract._core(w, 0) == (f"Ok. {moved}", None, True)
+
+
+def test_a_decision_after_a_lead_in_sentence_is_restated_from_the_sentence_that_decides() -> None:
+    msgs = window(
+        (ANA, "where do we hold the awards dinner this year? the usual hotel is booked"),
+        (BEN, "the riverside hall has space on the 14th, or the old library on the 21st"),
+        (
+            CARA,
+            "I rang both venues yesterday afternoon and compared the quotes. Let's take the riverside hall on the "
+            "14th. The library wanted a deposit we cannot get back.",
+        ),
+        (ANA, "great, works for me"),
+    )
+    [decision] = [d for d in extract(msgs, CTX).decisions if "m3" in d.source_msg_ids]
+    assert "riverside hall" in decision.summary.lower(), decision.summary
+    assert "rang" not in decision.summary.lower(), decision.summary  # the lead-in is not the decision
+    assert kept_share(decision.summary, msgs[2].text) <= MAX_SHARE

@@ -200,7 +200,8 @@ def test_a_second_sentence_of_a_decision_is_restated_beside_it_when_the_record_c
     from pipeline.offline.restate import decision, sentences
 
     said = (
-        "We keep the north car park for visitors from March. I know that's a pain for everyone. "
+        "We keep the north car park for visitors from March. I know that's a pain for everyone who drives in "
+        "from the villages every morning and has to be at the front desk by eight. "
         "Staff park at the depot and take the shuttle."
     )
     first, _, last = sentences(said)
@@ -209,7 +210,7 @@ def test_a_second_sentence_of_a_decision_is_restated_beside_it_when_the_record_c
     assert decision(last, "Tomasz", [said], also=first, after=False) == both  # in the message's order
     long = (
         "From the first of June the whole support desk moves to the four-day rota, with Fridays covered by two "
-        "volunteers who swap every month and a manager on call. I know it's a big change. "
+        "volunteers who swap every month and a manager on call. It is a big change, sorry. "
         "Leave already booked over the summer stands whatever the rota says."
     )
     first, _, last = sentences(long)
