@@ -62,13 +62,13 @@ _FILLER = {
     "by",
 }
 _PRONOUNS = [
-    (r"\bwe'?re\b", "the team is"),
-    (r"\bwe'?ll\b", "the team will"),
+    (r"\bwe're\b", "the team is"),  # the apostrophe is needed: "were", "well" are words
+    (r"\bwe'll\b", "the team will"),
     (r"\bwe'?ve\b", "the team has"),
     (r"\bwe\b", "the team"),
     (r"\bour\b", "the team's"),
     (r"\bus\b", "the team"),
-    (r"\blet'?s\b", "the team will"),
+    (r"\blet's\b|^lets\b", "the team will"),  # "it lets us …" is a verb
 ]
 
 
@@ -95,10 +95,10 @@ def third_person(text: str, actor: str, addressee: str | None = None) -> str:
     out = re.sub(r"\bi (haven'?t|have not)\b", f"{actor} has not", out, flags=re.IGNORECASE)
     out = re.sub(r"\bi am\b", f"{actor} is", out, flags=re.IGNORECASE)
     out = re.sub(r"\bi have\b", f"{actor} has", out, flags=re.IGNORECASE)
-    out = re.sub(r"\bi'?ll\b", f"{actor} will", out, flags=re.IGNORECASE)
+    out = re.sub(r"\bi'll\b", f"{actor} will", out, flags=re.IGNORECASE)  # "ill" is a word
     out = re.sub(r"\bi'?m\b", f"{actor} is", out, flags=re.IGNORECASE)
     out = re.sub(r"\bi'?ve\b", f"{actor} has", out, flags=re.IGNORECASE)
-    out = re.sub(r"\bi'?d\b", f"{actor} would", out, flags=re.IGNORECASE)
+    out = re.sub(r"\bi'd\b", f"{actor} would", out, flags=re.IGNORECASE)  # "id" is a word
     out = re.sub(r"\bI\b", actor, out)
     out = re.sub(r"\b(me)\b", actor, out, flags=re.IGNORECASE)
     out = re.sub(r"\bmy\b", "their", out, flags=re.IGNORECASE)

@@ -98,6 +98,13 @@ def test_normal_form_is_third_person_without_the_chat_framing() -> None:
     )
 
 
+def test_words_that_look_like_contractions_without_their_apostrophe_stay() -> None:
+    said = normal_form("the boilers were serviced as well, and the ill fitting id badges are replaced", "Dana")
+    assert "were serviced" in said and "as well" in said and "ill fitting id badges" in said, said
+    assert "will" not in said and "would" not in said
+    assert "the team will label it" in normal_form("the stock moves today and we'll label it", "Dana")
+
+
 def test_an_emphatic_reflexive_is_not_carried_into_the_third_person() -> None:
     assert task("I'll repaint the meeting room myself, no need for a contractor", "Dana", "Dana").startswith(
         "repaint the meeting room"
