@@ -494,6 +494,7 @@ def trim(tokens: list[str]) -> list[str]:
         tokens[-1].casefold().strip(",;:") in _DANGLING
         or not re.search(r"\w", tokens[-1])
         or re.search(r"\w['\u2019]s[,;:]?$", tokens[-1])  # "into Farah's": the thing owned was cut
+        or re.search(r"\w['\u2019](?:re|ll|ve|m|d)[,;:]?$", tokens[-1])  # "…, they're": what they are was cut
     ):
         tokens = tokens[:-1]
     if tokens:

@@ -16,6 +16,7 @@ from pipeline.offline.restate import (
     sentence,
     starts_with_verb,
     task,
+    trim,
 )
 
 SOURCE = "right, we keep nightly snapshots for thirty days in cold storage, weekly ones for a year. objections?"
@@ -103,6 +104,11 @@ def test_words_that_look_like_contractions_without_their_apostrophe_stay() -> No
     assert "were serviced" in said and "as well" in said and "ill fitting id badges" in said, said
     assert "will" not in said and "would" not in said
     assert "the team will label it" in normal_form("the stock moves today and we'll label it", "Dana")
+
+
+def test_a_cut_never_ends_on_a_contracted_auxiliary() -> None:
+    assert " ".join(trim("Ola to ring the caterers tomorrow, they're".split())) == "Ola to ring the caterers tomorrow"
+    assert " ".join(trim("the vans arrive at six and we'll".split())) == "the vans arrive at six"
 
 
 def test_an_emphatic_reflexive_is_not_carried_into_the_third_person() -> None:
