@@ -344,11 +344,32 @@ def _series(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else "; ".join(items[:-1]) + "; and " + items[-1]
 
 
-def listing(plan: QueryPlan, records: Sequence[Record], setting: Setting) -> Answer:
+def _none_listed(plan: QueryPlan, setting: Setting) -> Answer | None:
+    """That the filters found nothing, said of the one person asked about (or of everyone); None when that person
+    has no name to give."""
+    people = [setting.asker_id if u == setting.asker_id else setting.names.get(u) for u in plan.owner_ids]
+    if len(people) > 1 or None in people:
+        return None
+    you = bool(people) and people[0] == setting.asker_id
+    if plan.record_types == ["decision"]:
+        whom = "you were" if you else (f"{people[0]} was" if people else "anyone was")
+        text = f"I have no decision in force on record that {whom} party to."
+    else:
+        state = plan.statuses[0] if len(plan.statuses) == 1 else ""
+        what = f"no {state} actions" if state == "open" else ("no actions" + (f" {state}" if state else ""))
+        who = "You have" if you else (f"{people[0]} has" if people else "There are")
+        text = f"{who} {what} on record."
+    return Answer(text=voice(text), cited=[], model=LOCAL_MODEL)
+
+
+def listing(plan: QueryPlan, records: Sequence[Record], setting: Setting) -> Answer | None:
     """What someone has on or decided, as one sentence: how many, then the first `MAX_CITED` (actions by deadline,
     each as its task, id and date; decisions newest first, each with its day); the ids of the rest, so each can
     be asked about. One person's actions are said as theirs ("Sam Okafor has two open actions: to …"), the
-    asker's as "You have …", anyone's with their owner."""
+    asker's as "You have …", anyone's with their owner. With none: that there are none ("Sam Okafor has no open
+    actions on record."), or None when the person asked about has no name to give."""
+    if not records:
+        return _none_listed(plan, setting)
     speaker = _Speaker(setting)
     shown, rest = list(records[:MAX_CITED]), records[MAX_CITED:]
     if shown[0].type == "decision":

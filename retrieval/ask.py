@@ -386,7 +386,8 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
     timings = dict(found.timings_ms)
 
     t = time.perf_counter()
-    if listed := _listed(found):
+    if found.plan.response_format == "list" and len(found.plan.record_types) == 1:
+        listed = _listed(found)
         setting = answers.Setting(
             channel_id=channel_id,
             timezone=scope.timezone,
@@ -394,7 +395,8 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
             names=_names(channel_id, listed, found.plan.owner_ids, scope),
             asker_id=user_id,
         )
-        return _answered(channel_id, found, answers.listing(found.plan, listed, setting), timings, t, tokens=0)
+        if (result := answers.listing(found.plan, listed, setting)) is not None:
+            return _answered(channel_id, found, result, timings, t, tokens=0)
     ranked = found.ranked()
     scorer = relevance.load()
     answering = relevance.settled(
@@ -453,11 +455,8 @@ def _answered(
 def _listed(found: Retrieval) -> list[Record]:
     """For a question asking what someone has on or decided (`plan.response_format` "list" over one record type),
     the records the structured path found under its filters: they are the answer, whatever their words. Actions
-    soonest deadline first, then the newest; decisions newest first. Empty for any other question."""
-    plan = found.plan
-    if plan.response_format != "list" or len(plan.record_types) != 1:
-        return []
-    kind = plan.record_types[0]
+    soonest deadline first, then the newest; decisions newest first."""
+    kind = found.plan.record_types[0]
     hits = [found.records[k] for k in found.path_hits.get("structured", [])]
     hits = [r for r in hits if r.type == kind and relevance.citable(r)]
     far = datetime.max.replace(tzinfo=UTC)

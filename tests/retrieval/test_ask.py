@@ -176,6 +176,15 @@ def test_what_someone_decided_is_listed_newest_first(workload):
     assert ask(ch.channel_id, priya, "my decisions").answer.startswith("You were party to two decisions in force")
 
 
+def test_none_on_record_is_said_of_the_person_asked_about(workload):
+    ch, priya, tom, *_ = workload
+    f.action(ch, "Lena to order the spare drives", owner=f.user(), owner_name="Lena Vogel", status="done")
+    assert ask(ch.channel_id, tom, "what is Lena working on?").answer == "Lena Vogel has no open actions on record."
+    nothing = ask(ch.channel_id, priya, "what did Tom decide?")
+    assert nothing.answer == "I have no decision in force on record that Tom Berg was party to."
+    assert nothing.records == []
+
+
 def test_whether_a_question_asks_for_a_list_is_read_from_its_words_not_the_models_plan(workload, settings):
     ch, _priya, tom, (soon, *_rest), _done = workload
     narrow = {
