@@ -184,7 +184,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _ASIDE = re.compile(
     r"\s*(?:\(|\s[-\u2013\u2014]\s|;|\bbecause\b|\bsince\b|\bbut\b|\bso that\b|, so\b|, which\b|, as\b)"
 )
-# In a decision, what follows "but" is part of what was decided ("the same plan as last year but the deposit
+# In a decision, what follows "but" is part of what was decided ("the usual venue for the offsite but the deposit
 # is refundable"), not an aside.
 _DECISION_ASIDE = re.compile(
     r"\s*(?:\(|\s[-\u2013\u2014]\s|;|\bbecause\b|\bsince\b|\bso that\b|, so\b|, which\b|, as\b)"
@@ -330,8 +330,8 @@ def gist(said: str, actor: str) -> str:
 
 def decision(said: str, author: str, sources: list[str], *, also: str | None = None, after: bool = True) -> str:
     """What a message decided, restated (`normal_form`, `as_decided` for a question the team said yes to,
-    `as_chosen` for an order) and fitted to its sources. Its "but" clause is part of the decision ("the same
-    plan as last year but the deposit is refundable") when the record can keep all of it; else it ends before.
+    `as_chosen` for an order) and fitted to its sources. Its "but" clause is part of the decision ("the usual
+    venue for the offsite but the deposit is refundable") when the record can keep all of it; else it ends before.
     `also`, another sentence of the message (said `after` `said` or before it), is restated beside it after a
     semicolon when the record can keep three words of it at least; else the record restates the earlier of the two."""
     if also:
