@@ -364,7 +364,7 @@ def _none_listed(plan: QueryPlan, setting: Setting) -> Answer | None:
 
 def listing(plan: QueryPlan, records: Sequence[Record], setting: Setting) -> Answer | None:
     """What someone has on or decided, as one sentence: how many, then the first `MAX_CITED` (actions by deadline,
-    each as its task, id and date; decisions newest first, each with its day); the ids of the rest, so each can
+    each as its task, id and date; decisions newest first, each with its id and day); the ids of the rest, so each can
     be asked about. One person's actions are said as theirs ("Sam Okafor has two open actions: to …"), the
     asker's as "You have …", anyone's with their owner. With none: that there are none ("Sam Okafor has no open
     actions on record."), or None when the person asked about has no name to give."""
@@ -373,7 +373,7 @@ def listing(plan: QueryPlan, records: Sequence[Record], setting: Setting) -> Ans
     speaker = _Speaker(setting)
     shown, rest = list(records[:MAX_CITED]), records[MAX_CITED:]
     if shown[0].type == "decision":
-        items = [f"on {speaker.date(r.occurred_at)}, {_clause(r.text)}{speaker.ref(r)}" for r in shown]
+        items = [f"{_sentence(r.text)}{speaker.ref(r, speaker.date(r.occurred_at))}" for r in shown]
         if setting.asker_id in plan.owner_ids:
             who = "You were"
         else:

@@ -169,7 +169,10 @@ def test_what_someone_decided_is_listed_newest_first(workload):
     f.decision(ch, "Dashboards are owned by the analysts", by=[tom], days_ago=1)
     f.decision(ch, "Backfills run on Sundays", by=[priya], days_ago=5, status="superseded")
     result = ask(ch.channel_id, tom, "what did Priya decide?")
-    assert result.answer.startswith("Priya Shah was party to two decisions in force: on the ")
+    assert result.answer.startswith(
+        f"Priya Shah was party to two decisions in force: The staging warehouse is shut down at weekends "
+        f"({newer.friendly_id}, the "
+    )
     assert result.answer.index(newer.friendly_id) < result.answer.index(older.friendly_id)
     assert "analysts" not in result.answer and "Sundays" not in result.answer
     assert [r.id for r in result.records] == [newer.friendly_id, older.friendly_id]
