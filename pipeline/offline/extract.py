@@ -189,10 +189,7 @@ def _sentence_score(w: _Window, i: int, part: str, head: str) -> float:
         WindowMessage(id=m.id, author_id=m.author_id, ts=m.ts, text=part if k == i else m.text, mentions=m.mentions)
         for k, m in enumerate(w.msgs[lo:hi], start=lo)
     ]
-    rows = view(msgs, w.ctx)
-    vectors = features.embed([features.normalise(m.text) for m in rows])
-    probs = w.scored.engine.tier2.probs(features.matrix(rows, vectors, with_next=True))
-    return float(probs[i - lo, model.EXTRACT_HEADS.index(head)])
+    return w.scored.engine.score(view(msgs, w.ctx)).p(head, i - lo)
 
 
 def _rationale(w: _Window, ids: list[int], sources: list[str]) -> str | None:
