@@ -13,6 +13,7 @@ from datetime import date, datetime
 
 from django.utils import timezone
 
+from ground.wording import number
 from knowledge import proactive
 from knowledge.channels import channel_zone
 from knowledge.models import Action
@@ -22,7 +23,6 @@ logger = logging.getLogger(__name__)
 
 QUESTION = "Shall I mark this as still in progress, or has it been resolved?"
 CHOICES: tuple[tuple[str, str], ...] = (("open", "Still in progress"), ("done", "Done"), ("cancel", "Cancel"))
-_NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 # A deadline phrase at the end of a description ("… by Friday"): the nudge names the date itself.
 _TRAILING_DEADLINE = re.compile(r"\s+(?:by|before|until|due)\s+[^,;]+$", re.IGNORECASE)
 
@@ -40,7 +40,7 @@ def _days_ago(days: int) -> str:
         return "earlier today"
     if days == 1:
         return "yesterday"
-    return f"{_NUMBERS[days] if days < len(_NUMBERS) else days} days ago"
+    return f"{number(days)} days ago"
 
 
 def _day_name(day: date, today: date) -> str:

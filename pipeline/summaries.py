@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ground import metrics
 from ground.config import LOCAL_MODEL
+from ground.wording import counted, joined
 from knowledge import contradictions, proactive
 from knowledge.channels import channel_zone
 from knowledge.models import (
@@ -56,7 +57,6 @@ _SIGNAL_LABEL = {
     SignalType.REFERENCE: "For reference",
 }
 _SEVERITY = ["blocked", "contentious", "productive", "routine"]
-_NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
 
 class SummaryResult(BaseModel):
@@ -228,15 +228,6 @@ def sentiment(material: Material) -> str:
 # --------------------------------------------------------------------------- the offline template
 
 
-def _count(n: int, one: str, many: str | None = None) -> str:
-    word = _NUMBERS[n] if n < len(_NUMBERS) else str(n)
-    return f"{word} {one if n == 1 else (many or one + 's')}"
-
-
-def _listed(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
 def _more(lines: list[str], total: int) -> list[str]:
     return lines + ([f"- and {total - len(lines)} more"] if total > len(lines) else [])
 
@@ -273,10 +264,10 @@ def _records_part(material: Material) -> list[str]:
         lines += _more([_action_line(a, zone) for a in still_open[:LIST_LIMIT]], len(still_open))
     finished = [a.friendly_id for a in material.actions if a.status == ActionStatus.DONE]
     if finished:
-        lines.append(f"Completed: {_listed(finished)}.")
+        lines.append(f"Completed: {joined(finished)}.")
     withdrawn = [a.friendly_id for a in material.actions if a.status == ActionStatus.CANCELLED]
     if withdrawn:
-        lines.append(f"Withdrawn: {_listed(withdrawn)}.")
+        lines.append(f"Withdrawn: {joined(withdrawn)}.")
     return lines
 
 
@@ -284,29 +275,29 @@ def offline_summary(material: Material, mood: str) -> SummaryResult:
     """The offline engine's summary: a template in Jeeves' voice over the records (no message text)."""
     name = material.channel.channel_name or "this channel"
     day = material.period.first_day
-    people = _count(len(material.participants), "participant")
+    people = counted(len(material.participants), "participant")
     recorded = [
-        _count(len(material.decisions), "decision"),
-        _count(len(material.actions), "action"),
+        counted(len(material.decisions), "decision"),
+        counted(len(material.actions), "action"),
     ]
     if material.granularity == "daily":
-        recorded.append(_count(len(material.signals), "other matter"))
+        recorded.append(counted(len(material.signals), "other matter"))
         head = (
-            f"{name}, {day:%A} {day.day} {day:%B}: {_count(material.message_count, 'message')} "
-            f"from {people}; I noted {_listed(recorded)}."
+            f"{name}, {day:%A} {day.day} {day:%B}: {counted(material.message_count, 'message')} "
+            f"from {people}; I noted {joined(recorded)}."
         )
     else:
         head = (
-            f"{name}, the week of {day.day} {day:%B}: {_count(len(material.dailies), 'day')} with business "
-            f"on record, {_count(material.message_count, 'message')} from {people}; I noted {_listed(recorded)}."
+            f"{name}, the week of {day.day} {day:%B}: {counted(len(material.dailies), 'day')} with business "
+            f"on record, {counted(material.message_count, 'message')} from {people}; I noted {joined(recorded)}."
         )
     lines = [head]
     if material.granularity == "weekly":
         for daily in material.dailies:
             local = daily.period_start.astimezone(material.period.start.tzinfo)
             lines.append(
-                f"- {local:%A}: {_count(daily.message_count or 0, 'message')}, "
-                f"{_count(len(daily.key_decisions), 'decision')}, {_count(len(daily.key_actions), 'action')}"
+                f"- {local:%A}: {counted(daily.message_count or 0, 'message')}, "
+                f"{counted(len(daily.key_decisions), 'decision')}, {counted(len(daily.key_actions), 'action')}"
                 f" ({daily.sentiment or 'routine'})."
             )
     lines += _records_part(material)

@@ -22,6 +22,7 @@ from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field
 
 from ground.config import LOCAL_MODEL
+from ground.wording import counted, joined, number
 from knowledge.channels import channel_zone
 from knowledge.verbatim import MAX_RUN, longest_common_run
 from retrieval.fusion import RecordKey
@@ -101,7 +102,7 @@ class _Speaker:
         names = [n for n in names if n]
         if not names:
             return ""
-        return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        return joined(names)
 
     # ------------------------------------------------------------------ actions
 
@@ -324,24 +325,11 @@ def offline_answer(
     return Answer(text=voice(" ".join(sentences)), cited=list(cited), model=LOCAL_MODEL)
 
 
-_COUNTS = "no one two three four five six seven eight nine ten eleven twelve".split()
-
-
-def _count(n: int, noun: str) -> str:
-    """ "three open actions", "one open action", "14 open actions"."""
-    said = _COUNTS[n] if n < len(_COUNTS) else str(n)
-    return f"{said} {noun}" if n == 1 else f"{said} {noun}s"
-
-
 def _actions(n: int, state: str) -> str:
     """ "three open actions", "two actions done", "one action"."""
     if state == "open":
-        return _count(n, "open action")
-    return _count(n, "action") + (f" {state}" if state else "")
-
-
-def _series(items: Sequence[str]) -> str:
-    return items[0] if len(items) == 1 else "; ".join(items[:-1]) + "; and " + items[-1]
+        return counted(n, "open action")
+    return counted(n, "action") + (f" {state}" if state else "")
 
 
 def _none_listed(plan: QueryPlan, setting: Setting) -> Answer | None:
@@ -379,7 +367,7 @@ def listing(plan: QueryPlan, records: Sequence[Record], setting: Setting) -> Ans
         else:
             named = [n for n in (setting.names.get(u) for u in plan.owner_ids) if n]
             who = f"{' and '.join(named)} {'were' if len(named) > 1 else 'was'}" if named else "They were"
-        opening = f"{who} party to {_count(len(records), 'decision')} in force"
+        opening = f"{who} party to {counted(len(records), 'decision')} in force"
         return _listed_answer(opening, items, shown, rest, "newest")
     actions = records
     state = plan.statuses[0] if len(plan.statuses) == 1 else ""
@@ -404,11 +392,11 @@ def listing(plan: QueryPlan, records: Sequence[Record], setting: Setting) -> Ans
 
 def _listed_answer(opening: str, items: list[str], shown: list[Record], rest: Sequence[Record], order: str) -> Answer:
     if rest:
-        opening += f"; the {_COUNTS[len(shown)]} {order}"
-    text = f"{opening}: {_series(items)}."
+        opening += f"; the {number(len(shown))} {order}"
+    text = f"{opening}: {joined(items, '; ')}."
     if rest:
         ids = [r.cite_id for r in rest]
-        text += f" Besides them: {', '.join(ids[:-1]) + ' and ' + ids[-1] if len(ids) > 1 else ids[0]}."
+        text += f" Besides them: {joined(ids)}."
     return Answer(text=voice(text), cited=shown, model=LOCAL_MODEL)
 
 

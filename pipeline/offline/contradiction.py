@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ground.wording import joined
 from pipeline.offline import artefacts
 
 NAME = "contradiction"
@@ -146,8 +147,7 @@ def reason(older: Side, newer: Side, verdict: str, stated: bool) -> str:
     shared = list(dict.fromkeys(w for w in content_words(newer.text) if w in mine))[:3]
     parts = []
     if shared:
-        listed = shared[0] if len(shared) == 1 else ", ".join(shared[:-1]) + " and " + shared[-1]
-        parts.append(f"both concern {listed}")
+        parts.append(f"both concern {joined(shared)}")
     fig_a, fig_b = _FIGURE.findall(older.text), _FIGURE.findall(newer.text)
     if fig_a and fig_b and set(fig_a) != set(fig_b):
         parts.append(f"the figures differ ({', '.join(fig_a[:3])} against {', '.join(fig_b[:3])})")
