@@ -390,13 +390,17 @@ def listing(plan: QueryPlan, records: Sequence[Record], setting: Setting) -> Ans
     return _listed_answer(opening, items, shown, rest, "due soonest" if dated else "newest")
 
 
+_BESIDES = 6  # ids named after a list answer's first records; past them, how many more
+
+
 def _listed_answer(opening: str, items: list[str], shown: list[Record], rest: Sequence[Record], order: str) -> Answer:
     if rest:
         opening += f"; the {number(len(shown))} {order}"
     text = f"{opening}: {joined(items, '; ')}."
     if rest:
         ids = [r.cite_id for r in rest]
-        text += f" Besides them: {joined(ids)}."
+        more = f"{len(ids) - _BESIDES} more" if len(ids) > _BESIDES + 1 else ""
+        text += f" Besides them: {joined([*ids[:_BESIDES], more] if more else ids)}."
     return Answer(text=voice(text), cited=shown, model=LOCAL_MODEL)
 
 

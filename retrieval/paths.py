@@ -114,6 +114,9 @@ def _listed(table: _Listed, scoped: str, plan: QueryPlan, *, by_tags: bool) -> s
     )
 
 
+LISTED = 100  # the structured path's hits for a list question (retrieval.ask), not the ten of a search
+
+
 def structured(
     plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: Fetch = generic_keys
 ) -> list[RecordKey]:
@@ -126,7 +129,8 @@ def structured(
         "kws": [k.lower() for k in plan.keywords],
         "start": plan.time_range.start if plan.time_range else None,
         "end": plan.time_range.end if plan.time_range else None,
-        "k": cfg.k["structured"],
+        # A list answer ("what is Priya working on?") counts what the filters find: all of it, within reason.
+        "k": LISTED if plan.response_format == "list" else cfg.k["structured"],
     }
     has_filter = bool(plan.friendly_ids or plan.owner_ids or plan.statuses or plan.record_types or plan.time_range)
     if not has_filter and not plan.keywords:

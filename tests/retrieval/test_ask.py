@@ -179,6 +179,18 @@ def test_what_someone_decided_is_listed_newest_first(workload):
     assert ask(ch.channel_id, priya, "my decisions").answer.startswith("You were party to two decisions in force")
 
 
+def test_a_long_list_is_counted_whole_and_its_rest_named_briefly(workload):
+    ch, priya, tom, *_ = workload
+    rafa = f.user()
+    chores = [
+        f.action(ch, f"Rafa to label shelf {n}", owner=rafa, owner_name="Rafa Costa", days_ago=n) for n in range(14)
+    ]
+    result = ask(ch.channel_id, tom, "what is Rafa working on?")
+    assert result.answer.startswith("Rafa Costa has 14 open actions; the three newest: to label shelf 0 (")
+    rest = ", ".join(c.friendly_id for c in chores[3:9])
+    assert result.answer.endswith(f"Besides them: {rest} and 5 more.")
+
+
 def test_none_on_record_is_said_of_the_person_asked_about(workload):
     ch, priya, tom, *_ = workload
     f.action(ch, "Lena to order the spare drives", owner=f.user(), owner_name="Lena Vogel", status="done")
