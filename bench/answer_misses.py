@@ -163,6 +163,10 @@ def report(questions: list[dict], verbose: bool, folder: Path | None = None) -> 
     causes = Counter(cause(q) or "top-1" for q in answerable)
     n = len(answerable)
     print(f"answerable {n}: " + ", ".join(f"{k} {v} ({v / n:.1%})" for k, v in causes.most_common()))
+    # Yes/no questions have a gate of their own (relevance.is_verification): how each cause and the no-record
+    # questions split between them and the rest, since most no-record questions are yes/no ones.
+    yes_no = Counter(cause(q) or "top-1" for q in answerable if q["verification"])
+    print(f"  of them yes/no {sum(yes_no.values())}: " + ", ".join(f"{k} {v}" for k, v in yes_no.most_common()))
     below = [q for q in answerable if cause(q) == "ranked-below"]
     if below:
         ranks = Counter()
@@ -177,7 +181,10 @@ def report(questions: list[dict], verbose: bool, folder: Path | None = None) -> 
             print("  " + text_quality(questions, folder))
     none = [q for q in questions if q["no_record"]]
     wrong = [q for q in none if q["cited"]]
-    print(f"no-record {len(none)}: answered with records {len(wrong)}")
+    print(
+        f"no-record {len(none)}: answered with records {len(wrong)}; of them yes/no"
+        f" {sum(q['verification'] for q in none)}, answered {sum(q['verification'] for q in wrong)}"
+    )
     for q in wrong:
         order = sorted((c for c in q["candidates"] if c["citable"]), key=lambda c: -c["p"])
         top = max(order, key=lambda c: (c["sim"] or 0) + (c["cov"] or 0))
