@@ -91,10 +91,33 @@ def plan_context(scope: RetrievalScope, now: datetime) -> PlanContext:
             for surface in [name, *(extra or [])]:
                 entity_names.setdefault(surface.lower(), name)
         else:
-            owner_id = extra[0]
-            members.setdefault(name.lower(), owner_id)
-            members.setdefault(name.split()[0].lower(), owner_id)
+            _name_member(members, name, extra[0])
+    if not scope.personal:  # the channel's members name people with no record yet ("what is Ana doing?")
+        for member in _channel_members(scope.channel_id):
+            if member.name:
+                _name_member(members, member.name, member.user_id)
+            if member.handle:
+                members.setdefault(member.handle.lower(), member.user_id)
     return PlanContext(now=now, asker_id=scope.user_id, entity_names=entity_names, members=members)
+
+
+def _name_member(members: dict[str, str], name: str, user_id: str) -> None:
+    members.setdefault(name.lower(), user_id)
+    members.setdefault(name.split()[0].lower(), user_id)
+
+
+def _channel_members(channel_id: str) -> list:
+    """The channel's member cache (Redis): names make answers kinder; without the cache Jeeves still answers,
+    naming people from the records alone."""
+    from redis.exceptions import RedisError
+
+    from pipeline import members
+
+    try:
+        return members.all_members(channel_id)
+    except RedisError as exc:
+        logger.warning("ask: member cache unavailable (%s); people named from records only", type(exc).__name__)
+        return []
 
 
 _contexts: dict[RetrievalScope, tuple[float, PlanContext]] = {}
@@ -349,15 +372,8 @@ def _names(
 ) -> dict[str, str]:
     """Display names by user id: the channel's member cache, and the owners records carry; for `people` the
     cache does not name, the name their actions in `scope` carry."""
-    from redis.exceptions import RedisError
-
-    from pipeline import members
-
     names = {r.detail["owner_id"]: r.detail["owner_name"] for r in records if r.detail.get("owner_name")}
-    try:
-        names.update({m.user_id: m.name for m in members.all_members(channel_id) if m.name})
-    except RedisError as exc:  # names make the answer kinder; without the cache it still answers
-        logger.warning("ask: member cache unavailable (%s); deciders unnamed", type(exc).__name__)
+    names.update({m.user_id: m.name for m in _channel_members(channel_id) if m.name})
     unnamed = [p for p in people if p not in names]
     if unnamed and scope is not None:
         with connection.cursor() as cur:

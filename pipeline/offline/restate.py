@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 
-from lemminflect import getAllLemmas, getLemma
+from lemminflect import getAllLemmas, getInflection, getLemma
 
 from knowledge.verbatim import MAX_RUN, kept_share, longest_common_run, words
 
@@ -87,6 +87,37 @@ def clean(text: str) -> str:
     return " ".join(text.split()).strip(" ,;:-.")
 
 
+_MODALS = frozenset("can could will would shall should must may might do does did let".split())
+_NOT_INFLECTED = _MODALS | {"dare", "better", "ought"}
+_QUOTES = ",;:'\"(\u2018\u2019\u201c\u201d"
+_ADVERBS = "still|also|just|only|really|never|always|usually|actually|now"
+
+
+def _agreeing(text: str, pronoun: str, subject: str) -> str:
+    """`pronoun` followed by a verb in the present tense put as `subject` in the third person singular: "we pay
+    the invoice" → "the team pays the invoice", "I think" → "Ana thinks". A verb whose past is spelt the same
+    ("we set it") is left as said, and so is a question's ("can we ship it?"), whose verb stays bare."""
+
+    def replace(m: re.Match[str]) -> str:
+        before = text[: m.start()].split()
+        adverb, word = m.group(1) or "", m.group(2)
+        lower = word.casefold()
+        if before and before[-1].casefold().strip(_QUOTES) in _MODALS:
+            return m.group(0).replace(m.group(0).split()[0], subject, 1)
+        if lower in ("don't", "dont"):
+            return f"{subject} {adverb}does not"
+        singular = {"are": "is", "am": "is", "were": "was", "have": "has"}.get(lower)
+        if singular is None:
+            verb = getAllLemmas(lower).get("VERB", ())
+            if lower in _NOT_INFLECTED or verb != (lower,) or getInflection(lower, "VBD")[:1] == (lower,):
+                singular = word
+            else:
+                singular = getInflection(lower, "VBZ")[0]
+        return f"{subject} {adverb}{singular}"
+
+    return re.sub(rf"\b{pronoun} ((?:{_ADVERBS}) )?([a-zA-Z][\w'-]*)", replace, text, flags=re.IGNORECASE)
+
+
 def third_person(text: str, actor: str, addressee: str | None = None) -> str:
     """First person → `actor`, second person → `addressee`, "we"/"let's" → the team. An emphatic reflexive goes
     ("I'll write it myself" → "<actor> will write it"): in the third person it says nothing the name does not."""
@@ -99,6 +130,7 @@ def third_person(text: str, actor: str, addressee: str | None = None) -> str:
     out = re.sub(r"\bi'?m\b", f"{actor} is", out, flags=re.IGNORECASE)
     out = re.sub(r"\bi'?ve\b", f"{actor} has", out, flags=re.IGNORECASE)
     out = re.sub(r"\bi'd\b", f"{actor} would", out, flags=re.IGNORECASE)  # "id" is a word
+    out = _agreeing(out, "i", actor)
     out = re.sub(r"\bI\b", actor, out)
     out = re.sub(r"\b(me)\b", actor, out, flags=re.IGNORECASE)
     out = re.sub(r"\bmy\b", "their", out, flags=re.IGNORECASE)
@@ -111,6 +143,7 @@ def third_person(text: str, actor: str, addressee: str | None = None) -> str:
         closing = re.search(rf",?\s+{re.escape(addressee)}[.!?]*$", out)
         if closing and addressee in out[: closing.start()]:
             out = out[: closing.start()]
+    out = _agreeing(out, "we", "the team")
     for pattern, replacement in _PRONOUNS:
         out = re.sub(pattern, replacement, out, flags=re.IGNORECASE)
     return out
@@ -518,12 +551,15 @@ _MIN_KEPT = 0.5  # compression stops at half the words; past that the tail is cu
 
 
 _NOT_AFTER_AUX = frozenset({"not", "no", "never", "been", "being", "to"})
+_TEAM = frozenset({"team", "team's"})
 
 
 def _droppable_before(word: str, following: str) -> bool:
     """An auxiliary goes only where the clause still reads without it: "has slipped" → "slipped", but not
-    "has been" (→ "been") or "is not"; articles and intensifiers go anywhere."""
+    "has been" (→ "been") or "is not"; articles and intensifiers go anywhere but before "team"."""
     nxt = following.casefold().strip(",;:.")
+    if nxt in _TEAM:  # "the team" is the record's own word for "we": "team will pin it" reads as a headline
+        return False
     if word in _HAVE:
         return nxt not in _NOT_AFTER_AUX and nxt.endswith(("ed", "en", "ne", "wn"))
     if word in _BE:

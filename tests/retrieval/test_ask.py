@@ -14,7 +14,7 @@ from django.test import override_settings
 
 from ground.config import SlotConfig
 from knowledge.models import LlmCall
-from pipeline import embedder
+from pipeline import embedder, members
 from retrieval import relevance
 from retrieval.answer import CONTRADICTION, NEAREST, NO_RECORD
 from retrieval.ask import ask
@@ -198,6 +198,19 @@ def test_none_on_record_is_said_of_the_person_asked_about(workload):
     nothing = ask(ch.channel_id, priya, "what did Tom decide?")
     assert nothing.answer == "I have no decision in force on record that Tom Berg was party to."
     assert nothing.records == []
+
+
+def test_a_member_with_nothing_on_record_is_known_by_name(workload, redis_url):
+    ch, _priya, tom, *_ = workload
+    oskar = f.user()
+    members.add(ch.channel_id, [members.Member(oskar, name="Oskar Lindqvist", handle="oskar")])
+    try:
+        assert ask(ch.channel_id, tom, "what's Oskar doing?").answer == "Oskar Lindqvist has no open actions on record."
+        assert ask(ch.channel_id, tom, "what did oskar decide?").answer == (
+            "I have no decision in force on record that Oskar Lindqvist was party to."
+        )
+    finally:
+        members.flush(ch.channel_id)
 
 
 def test_whether_a_question_asks_for_a_list_is_read_from_its_words_not_the_models_plan(workload, settings):
