@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 from lemminflect import getAllLemmas, getInflection, getLemma
@@ -560,6 +561,8 @@ def _droppable_before(word: str, following: str) -> bool:
     nxt = following.casefold().strip(",;:.")
     if nxt in _TEAM:  # "the team" is the record's own word for "we": "team will pin it" reads as a headline
         return False
+    if word in _LINKING:  # only before a figure or a date, as headlines do ("brownouts 18 August")
+        return _is_fact(nxt)
     if word in _HAVE:
         return nxt not in _NOT_AFTER_AUX and nxt.endswith(("ed", "en", "ne", "wn"))
     if word in _BE:
@@ -567,11 +570,45 @@ def _droppable_before(word: str, following: str) -> bool:
     return True
 
 
-def _compress(tokens: list[str], fits: Callable[[list[str]], bool]) -> list[str]:
+# Prepositions before a figure or a date go too, as in a headline ("newsletter scheduled 14 May"), but only where
+# cutting the end instead would lose a figure, a date or a name ("… scheduled for 14." once "May" was cut).
+_LINKING = frozenset("on at in for from".split())  # not "over", "per": "over 5k" is no "5k"
+_MONTHS_DAYS = re.compile(
+    r"^(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*$|^(?:mon|tues|wednes|thurs|fri|satur|sun)day$",
+    re.IGNORECASE,
+)
+
+
+def _is_fact(word: str) -> bool:
+    return any(c.isdigit() for c in word) or bool(_MONTHS_DAYS.match(word))
+
+
+def _knowledge(tokens: list[str]) -> list[str]:
+    """The words of `tokens` that carry facts a cut must not lose: figures, dates, and names (a capital
+    after the first word)."""
+    return [
+        bare
+        for i, token in enumerate(tokens)
+        if (bare := token.strip(".,;:!?()\"'")) and (_is_fact(bare) or (i > 0 and bare[0].isupper()))
+    ]
+
+
+def _cut_to_fit(tokens: list[str], fits: Callable[[list[str]], bool]) -> list[str]:
+    """The longest head of `tokens` that `fits` (fewer than three words: none)."""
+    while len(tokens) > 2:
+        if fits(tokens):
+            return tokens
+        tokens = trim(tokens[:-1])
+    return []
+
+
+def _compress(
+    tokens: list[str], fits: Callable[[list[str]], bool], classes: tuple[frozenset[str], ...] = _COMPRESSIBLE
+) -> list[str]:
     """`tokens` with the least informative words dropped, class by class and first to last, until `fits`
     (or only words that carry something are left). A dropped word's trailing punctuation stays."""
     floor = max(3, math.ceil(len(tokens) * _MIN_KEPT))
-    for droppable in _COMPRESSIBLE:
+    for droppable in classes:
         i = 0
         while i < len(tokens) and len(tokens) > floor:
             bare = tokens[i].casefold()
@@ -615,8 +652,9 @@ def _clause_end(kept: list[str], rest: list[str]) -> list[str]:
 
 def fit(text: str, sources: Iterable[str], max_share: float = MAX_SHARE) -> str:
     """`text` made to keep at most `max_share` of each source of 8 words or more and to share no ten-word run
-    with any source: first by dropping the words that carry least (`_COMPRESSIBLE`), then, if that is not
-    enough, by cutting from the end at word boundaries; "" when too little would be left."""
+    with any source: first by dropping the words that carry least (`_COMPRESSIBLE`, then `_LINKING` where the
+    end holds a fact), then, if that is not enough, by cutting from the end at word boundaries; "" when too
+    little would be left."""
     sources = [s for s in sources if s]
     long_sources = [s for s in sources if len(words(s)) >= 8]
 
@@ -629,9 +667,9 @@ def fit(text: str, sources: Iterable[str], max_share: float = MAX_SHARE) -> str:
     tokens = trim(text.split()[:MAX_WORDS])
     if len(tokens) > 2 and not fits(tokens):
         tokens = trim(_compress(tokens, fits))
+        if not fits(tokens):
+            if Counter(_knowledge(tokens)) - Counter(_knowledge(_cut_to_fit(list(tokens), fits))):
+                tokens = trim(_compress(tokens, fits, (_LINKING,)))
     whole = tokens
-    while len(tokens) > 2:
-        if fits(tokens):
-            return sentence(" ".join(_clause_end(tokens, whole[len(tokens) :])))
-        tokens = trim(tokens[:-1])
-    return ""
+    kept = _cut_to_fit(tokens, fits)
+    return sentence(" ".join(_clause_end(kept, whole[len(kept) :]))) if kept else ""

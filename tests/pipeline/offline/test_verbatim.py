@@ -124,6 +124,15 @@ def test_a_compressed_record_keeps_the_article_of_the_team() -> None:
     assert "the team" in fitted.lower() and not re.search(r"(?<!the )\bteam\b", fitted, re.IGNORECASE), fitted
 
 
+def test_a_record_cut_to_fit_keeps_its_dates_by_dropping_the_prepositions_before_them() -> None:
+    said = "agreed: two loading bay inspections, on 3 June and 17 June. dates go on the board"
+    assert fit("Two loading bay inspections, on 3 June and 17 June.", [said]) == (
+        "Two loading bay inspections, 3 June and 17 June."
+    )
+    plain = "the depot tour with the new drivers is planned for Thursday, then lunch with the whole crew at the canteen"
+    assert "planned for Thursday" in fit(sentence(plain), [plain])  # nothing to save: the preposition stays
+
+
 def test_a_cut_never_ends_on_a_contracted_auxiliary() -> None:
     assert " ".join(trim("Ola to ring the caterers tomorrow, they're".split())) == "Ola to ring the caterers tomorrow"
     assert " ".join(trim("the vans arrive at six and we'll".split())) == "the vans arrive at six"
