@@ -3,8 +3,8 @@
 Which messages are evidence of a decision or of an action is judged by logistic heads fitted on
 `evalsets/train` (`pipeline.offline.model`), from the message with the one before and after it.
 The records are then built by general rules with parameters tuned on train:
-- consecutive decision evidence close together (a proposal and its agreement, an amendment) is one
-  decision, when the later message is a short reply or says the same thing (MiniLM cosine);
+- a message close after a decision (an agreement, an amendment, the decision said again) joins it when the
+  learned evidence join (`model.Join`: cosines, distance, authors, the message's decision heads) says so;
 - an action's owner is its author for a self-commitment, the addressed member for a request (a head
   learns when a message naming someone is still the author's own task), one action per member when
   several are given their own part; a short reply by the owner (an acknowledgement, "done") joins it;
@@ -108,27 +108,66 @@ def _member(ctx: ChannelContext, user_id: str) -> Member:
 # --------------------------------------------------------------------------------------- decisions
 
 
-def _states_decision(w: _Window, i: int) -> bool:
-    """Does message `i` state a decision? Tier 1's `decision` head (the message and the one before) and the
-    `decision_anchor` head (the same label, with the message after it too), each over its threshold's share,
-    mixed by `decision_anchor_mix`, against the scale `decision_anchor_scale`."""
+def _opening(w: _Window, i: int) -> float:
+    """How strongly message `i` states a decision: Tier 1's `decision` head (the message and the one before) and
+    the `decision_anchor` head (the same label, with the message after it too), each as a share of its threshold,
+    mixed by `decision_anchor_mix`."""
     params = w.scored.engine.params
     mix = params.get("decision_anchor_mix", 0.0)
     score = (1 - mix) * w.scored.p("decision", i) / w.scored.engine.threshold("decision")
-    score += mix * w.scored.p("decision_anchor", i) / w.scored.engine.threshold("decision_anchor")
-    return score >= params.get("decision_anchor_scale", 1.0)
+    return score + mix * w.scored.p("decision_anchor", i) / w.scored.engine.threshold("decision_anchor")
+
+
+def _states_decision(w: _Window, i: int) -> bool:
+    """Does message `i` state a decision? Its `_opening` score against the scale `decision_anchor_scale`."""
+    return _opening(w, i) >= w.scored.engine.params.get("decision_anchor_scale", 1.0)
+
+
+def _join_row(w: _Window, record: _Record, i: int) -> list[float]:
+    """What the learned join reads of decision `record` and a later message `i` (`model.JOIN_FEATURES`)."""
+    msg, anchor = w.msgs[i], w.msgs[record.anchor]
+    authors = {w.msgs[k].author_id for k in record.evidence}
+    ids = {w.msgs[k].id for k in record.evidence}
+    return [
+        w.cosine(i, record.anchor),
+        max(w.cosine(i, k) for k in record.evidence),
+        np.log1p(i - record.anchor),
+        np.log1p(i - record.evidence[-1]),
+        np.log1p(max(0.0, (msg.ts - anchor.ts).total_seconds() / 60)),
+        float(msg.author_id == anchor.author_id),
+        float(msg.author_id in authors),
+        w.scored.p("decision_ev", i),
+        w.scored.p("decision_anchor", i),
+        w.scored.p("decision", i),
+        w.scored.p("question", i),
+        min(3.0, _opening(w, i)),
+        np.log1p(w.words(i)),
+        float("?" in msg.text),
+        float(bool(msg.quoted_id) and msg.quoted_id in ids),
+    ]
+
+
+def _joins(w: _Window, record: _Record, i: int) -> bool:
+    """Does message `i` (close after `record`) join it? The learned join when the engine has one."""
+    join = w.scored.engine.join
+    assert join is not None
+    return join.prob(_join_row(w, record, i)) >= join.threshold
 
 
 def _decisions(w: _Window) -> list[_Record]:
     """Records open at messages the `decision_anchor` head says state a decision (Tier 1's decision label,
-    judged with the reply after the message as well); nearby decision evidence joins the latest."""
+    judged with the reply after the message as well); nearby decision evidence joins the latest: by the learned
+    join (`model.Join`) when the engine has one, else when it says the same thing (MiniLM cosine) or is over the
+    decision-evidence head's threshold."""
     params = w.scored.engine.params
+    learned = w.scored.engine.join is not None
     records: list[_Record] = []
     for i in range(len(w.msgs)):
         last = records[-1] if records else None
         near = last is not None and i - last.evidence[-1] <= params["join_gap"]
+        joins = near and learned and _joins(w, last, i)
         if _states_decision(w, i):
-            if near and w.cosine(i, last.anchor) >= params["join_cosine"]:
+            if joins or (near and not learned and w.cosine(i, last.anchor) >= params["join_cosine"]):
                 last.evidence.append(i)  # the same decision said again (an amendment, a confirmation)
                 continue
             content = restate.content_words(w.msgs[i].text)
@@ -140,7 +179,7 @@ def _decisions(w: _Window) -> list[_Record]:
             else:
                 record = _Record("decision", [i])
             records.append(record)
-        elif near and w.scored.over("decision_ev", i):
+        elif joins or (near and not learned and w.scored.over("decision_ev", i)):
             last.evidence.append(i)
     return records
 

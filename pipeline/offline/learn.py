@@ -7,11 +7,14 @@ Labels come from the gold of `evalsets/train` only:
   member opens an action its own author owns), fitted on the first evidence messages of gold actions
   that name someone, and `decision_anchor` (Tier 1's decision label, fitted on Tier 2's rows: with the
   message after it).
-Each head is an L2 logistic regression (liblinear, fixed C) over `features.matrix`; its threshold is
-the best-F1 threshold of out-of-fold probabilities (5 folds grouped by conversation). How far below
-that threshold an anchor may still open a record is chosen by replaying train with the fold engines
-(each conversation scored by the engine that did not see it); those replays are the train-CV figures. Dev
-is replayed once with the final engine and reported, never used to choose.
+Each head is an L2 logistic regression (liblinear, fixed C; `HEAD_C` for some) over `features.matrix`; its
+threshold is the best-F1 threshold of out-of-fold probabilities (5 folds grouped by conversation). The evidence
+join (`model.Join`: does a message close after a decision record belong to it) is a logistic model over pairs of
+a record the fold engine opens and a later message (`join_pairs`), each fold's fitted on the other folds'
+conversations (for the train-CV replays), the committed one on all of train. How far below its threshold an
+anchor may still open a record, and the join's threshold, are chosen by replaying train with the fold engines
+(each conversation scored by the engine that did not see it); those replays are the train-CV figures. Dev is
+replayed once with the final engine and reported, never used to choose.
 """
 
 from __future__ import annotations
@@ -28,11 +31,20 @@ from sklearn.model_selection import GroupKFold
 
 from pipeline.offline import artefacts, features, model, replay
 from pipeline.offline.corpus import Conversation
-from pipeline.offline.extract import addressees, view
+from pipeline.offline.extract import _join_row, _Record, _states_decision, _Window, addressees, view
 
 NAME = model.NAME
 C = 3.0
+# Heads fitted with another C. decision_anchor: out-of-fold F1 on train 0.744 at C 3, 0.750 at 10, 0.755 at 30,
+# 0.752 at 100 (docs/measurements.md, 5 December); with the learned join below, C 30.
+HEAD_C = {"decision_anchor": 30.0}
 FOLDS = 5
+# The learned evidence join (`model.Join`): its regularisation, and its thresholds tried by replaying train with
+# the fold engines: first `JOIN_THRESHOLDS[0]` at every anchor scale, then the others at the scale chosen (the
+# best decisions F1 is kept). Train-CV decisions F1 at scale 0.8 (5 December): 0.774 at 0.05, 0.776 at 0.1,
+# 0.779 at 0.15, 0.772 at 0.2, 0.769 at 0.3, 0.758 at 0.5 (few later messages join a decision: 22 of 917 pairs).
+JOIN_C = 1.0
+JOIN_THRESHOLDS = (0.15, 0.1, 0.2)
 # Heads whose sentence-embedding columns are scaled down while fitting (see `_fit_heads`): out-of-fold F1 of
 # the decision heads on train rose with it (decision_anchor 0.721 at 1, 0.738 at 0.5, 0.744 at 0.3;
 # decision_ev 0.661 at 1, 0.675 at 0.5, 0.672 at 0.3); the 384 x 3 dense columns otherwise overfit 1,955 rows.
@@ -81,29 +93,35 @@ def _best_threshold(y: np.ndarray, p: np.ndarray) -> tuple[float, float]:
     return best
 
 
-def _fit(x, y: np.ndarray, seed: int) -> tuple[np.ndarray, float]:
+def _fit(x, y: np.ndarray, seed: int, c: float = C) -> tuple[np.ndarray, float]:
     if y.min() == y.max():  # a fold without one of the classes: a constant head
         return np.zeros(x.shape[1], dtype=np.float32), (10.0 if y[0] else -10.0)
-    clf = LogisticRegression(C=C, solver="liblinear", random_state=seed, max_iter=200)
+    clf = LogisticRegression(C=c, solver="liblinear", random_state=seed, max_iter=200)
     clf.fit(x, y)
     return clf.coef_[0].astype(np.float32), float(clf.intercept_[0])
 
 
 def _fit_heads(
-    x, y: np.ndarray, rows: list[np.ndarray], seed: int, embedding_weights: Sequence[float] | None = None
+    x,
+    y: np.ndarray,
+    rows: list[np.ndarray],
+    seed: int,
+    embedding_weights: Sequence[float] | None = None,
+    cs: Sequence[float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One head per column of `y`, each fitted on its own rows. `embedding_weights[k]`: head k's sentence
     embedding columns are scaled by it while fitting (stronger regularisation of them than of the rest), and
-    its weights on them by the same factor after, so that the head reads unscaled rows."""
+    its weights on them by the same factor after, so that the head reads unscaled rows. `cs[k]`: head k's C."""
     fitted = []
     for k, r in enumerate(rows):
         scale = 1.0 if embedding_weights is None else embedding_weights[k]
+        c = C if cs is None else cs[k]
         if scale == 1.0:
-            fitted.append(_fit(x[r], y[r, k], seed))
+            fitted.append(_fit(x[r], y[r, k], seed, c))
             continue
         columns = np.ones(x.shape[1], dtype=np.float32)
         columns[: features.embedding_columns(x.shape[1])] = scale
-        w, b = _fit(x[r] @ sparse.diags(columns), y[r, k], seed)
+        w, b = _fit(x[r] @ sparse.diags(columns), y[r, k], seed, c)
         fitted.append((w * columns, b))
     return np.vstack([w for w, _ in fitted]), np.array([b for _, b in fitted])
 
@@ -143,7 +161,10 @@ def fit_engine(
 ) -> model.Engine:
     r1, r2 = data.rows(subset)
     w1, b1 = _fit_heads(data.x1, data.y1, r1, seed)
-    w2, b2 = _fit_heads(data.x2, data.y2, r2, seed, [EMBEDDING_WEIGHT.get(h, 1.0) for h in model.EXTRACT_HEADS])
+    w2, b2 = _fit_heads(
+        data.x2, data.y2, r2, seed,
+        [EMBEDDING_WEIGHT.get(h, 1.0) for h in model.EXTRACT_HEADS], [HEAD_C.get(h, C) for h in model.EXTRACT_HEADS],
+    )  # fmt: skip
     return model.Engine(
         model.Heads(model.CATEGORIES, w1, b1, thresholds1.copy()),
         model.Heads(model.EXTRACT_HEADS, w2, b2, thresholds2.copy()),
@@ -177,6 +198,38 @@ def fold_engines(data: Data, seed: int):
     return fold_heads, t1, t2, np.array([t for t, _ in t1]), np.array([t for t, _ in t2])
 
 
+def join_pairs(conv: Conversation, engine: model.Engine) -> tuple[np.ndarray, np.ndarray]:
+    """The learned join's rows and targets from one train conversation as `engine` scores it (its fold engine,
+    which did not see it): for every message the engine opens a decision at, each later message within
+    `join_gap` of the record's last one, and whether a gold decision has both it and the record's first message
+    (the record grows by those that do, as a record would)."""
+    msgs = conv.heard
+    w = _Window(msgs=msgs, ctx=conv.ctx, scored=engine.score(view(msgs, conv.ctx)), pending=[True] * len(msgs))
+    index = {m.id: k for k, m in enumerate(msgs)}
+    gold = [{index[i] for i in d["evidence"] if i in index} for d in conv.gold["decisions"]]
+    rows, targets = [], []
+    for a in range(len(msgs)):
+        if not _states_decision(w, a):
+            continue
+        record, mine = _Record("decision", [a]), [g for g in gold if a in g]
+        for j in range(a + 1, len(msgs)):
+            if j - record.evidence[-1] > engine.params["join_gap"]:
+                break
+            rows.append(_join_row(w, record, j))
+            targets.append(any(j in g for g in mine))
+            if targets[-1]:
+                record.evidence.append(j)
+    return np.asarray(rows, dtype=np.float64).reshape(-1, len(model.JOIN_FEATURES)), np.asarray(targets, dtype=int)
+
+
+def fit_join(pairs: list[tuple[np.ndarray, np.ndarray]], seed: int, threshold: float = 0.5) -> model.Join:
+    """The learned join fitted on `pairs` (`join_pairs` of some conversations)."""
+    x = np.vstack([p[0] for p in pairs])
+    y = np.concatenate([p[1] for p in pairs])
+    clf = LogisticRegression(C=JOIN_C, random_state=seed, max_iter=2000).fit(x, y)
+    return model.Join(clf.coef_[0].astype(np.float64), float(clf.intercept_[0]), threshold)
+
+
 def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict[str, Any]:
     from pipeline.offline import training
 
@@ -189,28 +242,42 @@ def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict
         engine.tier1.thresholds, engine.tier2.thresholds = thresholds1.copy(), thresholds2.copy()
         for k in sorted(set(data.groups[test_rows])):
             by_conv[int(k)] = engine
+    # The learned join of each fold: fitted on the join pairs of the other folds' conversations, each scored by
+    # its own fold engine (opening at the lowest anchor scale tried, so every record tried has its pairs).
+    for engine in by_conv.values():
+        engine.params = {**model.DEFAULT_PARAMS, "decision_anchor_scale": min(SCALES)}
+    pairs = {k: join_pairs(conv, by_conv[k]) for k, conv in enumerate(train)}
+    for engine, test_rows in fold_heads:
+        held_out = set(data.groups[test_rows].tolist())
+        engine.join = fit_join([p for k, p in pairs.items() if k not in held_out], seed)
+
     # Anchor thresholds are chosen per message; a record needs only one of its messages, so another
-    # threshold may find records better. Decisions and actions are built apart: each gets its best scale.
-    tried = []
-    for scale in SCALES:
+    # threshold may find records better. Decisions and actions are built apart: each gets its best scale
+    # (decisions with the join threshold).
+    def replayed(scale: float, join_t: float) -> dict[str, Any]:
         params = {**model.DEFAULT_PARAMS, "decision_anchor_scale": scale, "action_anchor_scale": scale}
         for engine in by_conv.values():
             engine.params = params
+            engine.join.threshold = join_t
         figures = replay.score([replay.run(conv, by_conv[k], labels=False) for k, conv in enumerate(train)])
-        logger.info("scale %s: D %s A %s", scale, figures["decisions"], figures["actions"])
-        tried.append((scale, figures))
-    params = {
-        **model.DEFAULT_PARAMS,
-        "decision_anchor_scale": max(tried, key=lambda t: t[1]["decisions"]["f1"])[0],
-        "action_anchor_scale": max(tried, key=lambda t: t[1]["actions"]["f1"])[0],
-    }
+        logger.info("scale %s join %s: D %s A %s", scale, join_t, figures["decisions"], figures["actions"])
+        return figures
+
+    tried = [(scale, JOIN_THRESHOLDS[0], replayed(scale, JOIN_THRESHOLDS[0])) for scale in SCALES]
+    action_scale = max(tried, key=lambda t: t[2]["actions"]["f1"])[0]
+    decision_scale = max(tried, key=lambda t: t[2]["decisions"]["f1"])[0]
+    tried += [(decision_scale, t, replayed(decision_scale, t)) for t in JOIN_THRESHOLDS[1:]]
+    join_threshold = max((t for t in tried if t[0] == decision_scale), key=lambda t: t[2]["decisions"]["f1"])[1]
+    params = {**model.DEFAULT_PARAMS, "decision_anchor_scale": decision_scale, "action_anchor_scale": action_scale}
     for engine in by_conv.values():
         engine.params = params
+        engine.join.threshold = join_threshold
     cv_runs = [replay.run(conv, by_conv[k]) for k, conv in enumerate(train)]
     train_cv = replay.score(cv_runs)
     # Confidence: the fold engines' records, right or not, map their head's probability to a chance.
     params = {**params, **calibration(cv_runs, seed)}
     final = fit_engine(data, everything, seed, thresholds1, thresholds2, params)
+    final.join = fit_join(list(pairs.values()), seed, join_threshold)
     dev_runs = [replay.run(conv, final) for conv in dev]
     dev_figures = {**replay.score(dev_runs), **reliability(dev_runs)} if dev else {}
     label_oof = {name: f1 for name, (_, f1) in zip(model.CATEGORIES + model.EXTRACT_HEADS, t1 + t2, strict=True)}
@@ -220,6 +287,10 @@ def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict
         "purpose": "Offline Tier 1 categories and Tier 2 decision/action evidence and owner heads",
         "params": params,
         "thresholds": dict(zip(model.CATEGORIES + model.EXTRACT_HEADS, [*thresholds1, *thresholds2], strict=True)),
+        "join": {
+            "threshold": join_threshold,
+            "weights": dict(zip(model.JOIN_FEATURES, final.join.weights.round(3).tolist(), strict=True)),
+        },
         "train_cv": {**_flat(train_cv), "heads_oof_f1": label_oof},
         "dev": _flat(dev_figures),
     }

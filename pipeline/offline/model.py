@@ -9,7 +9,8 @@ Two groups of logistic heads over `features.matrix` rows:
   the reply shows whether a proposal was taken up); from the message, the one before and after. A
   decision record opens where Tier 1's `decision` head and `decision_anchor`, weighed equally, say the
   message states one (`DEFAULT_PARAMS["decision_anchor_mix"]`; a head for a decision's first evidence
-  was tried: record F1 0.638 train-CV, 0.571 dev).
+  was tried: record F1 0.638 train-CV, 0.571 dev); the messages close after it that belong to it are
+  chosen by a small learned model over the pair (`Join`).
 Each head has a threshold chosen by cross-validation on train (`pipeline.offline.learn`), and the
 record builder has a few parameters tuned on train the same way. Fitted by `jeeves train`.
 """
@@ -29,6 +30,25 @@ from pipeline.offline import artefacts, features
 NAME = "engine"
 CATEGORIES = ("decision", "action", "question", "blocker", "update", "discussion", "reference", "routine")
 EXTRACT_HEADS = ("decision_ev", "action_ev", "action_anchor", "owner_is_author", "decision_anchor")
+# The learned evidence join (`Join`): what it reads of a decision record and a later message near it
+# (`extract._join_row`), in this order.
+JOIN_FEATURES = (
+    "cosine_anchor",  # MiniLM cosine of the message and the record's first message
+    "cosine_nearest",  # the largest cosine of the message and any of the record's messages
+    "log_gap_anchor",  # messages since the record's first, since its last (log)
+    "log_gap_last",
+    "log_minutes_anchor",  # minutes since the record's first message (log)
+    "same_author_anchor",
+    "author_in_record",  # the message's author wrote one of the record's messages
+    "decision_ev",  # the Tier 2 heads' probabilities of the message
+    "decision_anchor",
+    "decision",  # Tier 1's
+    "question",
+    "opening_score",  # the message's own opening score (`extract._opening`)
+    "log_words",
+    "question_mark",
+    "quotes_record",  # it quotes (replies to) one of the record's messages
+)
 DEFAULT_PARAMS = {
     "join_gap": 3,  # messages between a record's last evidence and a message that may join it
     "join_cosine": 0.5,  # MiniLM cosine above which a message restates the record it follows
@@ -69,6 +89,7 @@ def expected_meta() -> dict[str, Any]:
         "embedder": features.EMBEDDER,
         "categories": list(CATEGORIES),
         "extract_heads": list(EXTRACT_HEADS),
+        "join_features": list(JOIN_FEATURES),
         "scalars": list(features.SCALARS) + list(features.NEXT_SCALARS),
         "cues": list(features.CUES),
     }
@@ -89,6 +110,22 @@ class Heads:
 
     def threshold(self, name: str) -> float:
         return float(self.thresholds[self.names.index(name)])
+
+
+@dataclass
+class Join:
+    """The learned evidence join: does a message close after a decision record belong to it (an agreement, an
+    amendment, its evidence), or not (it opens a record of its own, or nothing)? A logistic model over
+    `JOIN_FEATURES`, fitted by `jeeves train` on train's conversations as the fold engines score them; a
+    message joins when its probability reaches `threshold`."""
+
+    weights: np.ndarray
+    bias: float
+    threshold: float
+
+    def prob(self, row: Sequence[float]) -> float:
+        z = float(np.dot(self.weights, np.asarray(row, dtype=np.float64))) + self.bias
+        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
 
 
 @dataclass
@@ -120,6 +157,7 @@ class Engine:
     tier1: Heads
     tier2: Heads
     params: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_PARAMS))
+    join: Join | None = None  # None: the rules of `extract._decisions` join (cosine, decision evidence)
 
     def threshold(self, head: str) -> float:
         return self.tier1.threshold(head) if head in CATEGORIES else self.tier2.threshold(head)
@@ -145,6 +183,10 @@ class Engine:
             out[f"{prefix}_w"] = heads.weights.astype(np.float16)
             out[f"{prefix}_b"] = heads.bias
             out[f"{prefix}_t"] = heads.thresholds
+        if self.join is not None:
+            out["join_w"] = self.join.weights.astype(np.float32)
+            out["join_b"] = np.array([self.join.bias])
+            out["join_t"] = np.array([self.join.threshold])
         return out
 
 
@@ -161,7 +203,12 @@ def from_arrays(arrays: dict[str, np.ndarray], params: dict[str, float]) -> Engi
             arrays[f"{prefix}_t"].astype(np.float64),
         )
 
-    return Engine(heads("tier1", CATEGORIES), heads("tier2", EXTRACT_HEADS), {**DEFAULT_PARAMS, **params})
+    join = (
+        Join(arrays["join_w"].astype(np.float64), float(arrays["join_b"][0]), float(arrays["join_t"][0]))
+        if "join_w" in arrays
+        else None
+    )
+    return Engine(heads("tier1", CATEGORIES), heads("tier2", EXTRACT_HEADS), {**DEFAULT_PARAMS, **params}, join)
 
 
 def load() -> Engine:

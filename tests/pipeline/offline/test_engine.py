@@ -280,6 +280,7 @@ def test_the_committed_artefact_loads_and_says_what_it_was_fitted_on() -> None:
     assert meta["trained_on"].startswith("evalsets/train")
     assert "train_cv" in meta and "dev" in meta
     assert engine.tier1.weights.shape[0] == len(model.CATEGORIES)
+    assert engine.join is not None and engine.join.weights.shape == (len(model.JOIN_FEATURES),)
     assert artefacts.path_for(model.NAME).stat().st_size <= 5 * 1024 * 1024
 
 
@@ -569,6 +570,34 @@ def test_a_decision_opens_on_both_decision_heads_each_as_a_share_of_its_threshol
     assert [_states_decision(w, i) for i in range(3)] == [True, True, False]
     engine.params["decision_anchor_mix"] = 1.0
     assert [_states_decision(w, i) for i in range(3)] == [True, False, True]
+
+
+def test_the_learned_join_decides_which_later_messages_belong_to_a_decision() -> None:
+    """With a learned join (`model.Join`), a message close after a decision record joins it when the join says so,
+    whatever the decision-evidence head says; a message stating a decision that the join turns away opens its own."""
+    from pipeline.offline.extract import _decisions, _Window
+
+    def heads(names: tuple[str, ...]) -> model.Heads:
+        return model.Heads(names, np.zeros((len(names), 1)), np.zeros(len(names)), np.full(len(names), 0.5))
+
+    msgs = window(
+        (ANA, "the quarterly offsite moves to the lakeside lodge near Carrow"),
+        (BEN, "fine by me, the coach company can do the lodge run as well"),
+        (CARA, "separately: the canteen switches to the new coffee supplier in March"),
+    )
+    p1 = np.zeros((3, len(model.CATEGORIES)))
+    p2 = np.zeros((3, len(model.EXTRACT_HEADS)))
+    p1[:, model.CATEGORIES.index("decision")] = [0.9, 0.0, 0.9]
+    p2[:, model.EXTRACT_HEADS.index("decision_anchor")] = [0.9, 0.0, 0.9]
+    vectors = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])  # the reply says what the first says; the third not
+    engine = model.Engine(heads(model.CATEGORIES), heads(model.EXTRACT_HEADS))
+    weights = np.zeros(len(model.JOIN_FEATURES))
+    weights[model.JOIN_FEATURES.index("cosine_anchor")] = 10.0
+    engine.join = model.Join(weights, -5.0, 0.5)
+    w = _Window(msgs=msgs, ctx=CTX, scored=model.Scored(p1, p2, vectors, engine), pending=[True] * 3)
+    assert [r.evidence for r in _decisions(w)] == [[0, 1], [2]]
+    engine.join = None  # the rules: the reply is under the decision-evidence threshold and says nothing decided
+    assert [r.evidence for r in _decisions(w)] == [[0], [2]]
 
 
 def test_a_task_written_as_its_own_sentence_reads_in_lower_case_after_to() -> None:
