@@ -265,6 +265,11 @@ class ExtractedAdmin(ReviewedAdmin):
     readonly_fields = ("source", "review_history")
     list_select_related = ("channel",)
 
+    @admin.display(description="confidence", ordering="confidence")
+    def certainty(self, obj: Decision | Action) -> str:
+        """Two decimals for every record ("0.60" beside "0.93", not "0.6")."""
+        return f"{obj.confidence:.2f}"
+
     @admin.display(description="source")
     def source(self, obj: Decision | Action) -> str:
         return format_html("{} — channel {}", _source(obj.source_ref), obj.channel)
@@ -278,7 +283,7 @@ class ExtractedAdmin(ReviewedAdmin):
 
 @admin.register(Decision)
 class DecisionAdmin(ExtractedAdmin):
-    list_display = ("friendly_id", "summary", "channel", "status", "confidence", "decided", "reviewed_at")
+    list_display = ("friendly_id", "summary", "channel", "status", "certainty", "decided", "reviewed_at")
     search_fields = ("summary", "rationale", "friendly_id")
     moment = "decided_at"
     own_fields = (
@@ -342,7 +347,7 @@ def _channel_time(moment: datetime | None, channel: ChannelConfig) -> str:
 
 @admin.register(Action)
 class ActionAdmin(ExtractedAdmin):
-    list_display = ("friendly_id", "description", "channel", "owner_name", "due", "status", "confidence")
+    list_display = ("friendly_id", "description", "channel", "owner_name", "due", "status", "certainty")
     search_fields = ("description", "owner_name", "friendly_id")
     moment = "deadline"
     own_fields = (

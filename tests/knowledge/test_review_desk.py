@@ -207,3 +207,12 @@ def test_signals_list_newest_first(reviewer):
     page = reviewer.get("/admin/knowledge/conversationsignal/").content.decode()
     spots = [page.index(t) for t in ("the spare keys", "the van is booked", "the freezer alarm")]
     assert spots == sorted(spots)
+
+
+def test_confidence_reads_with_two_decimals_in_both_lists(reviewer):
+    ch = factory.channel()
+    decided = factory.decision(ch, "The loading bay closes at six on Fridays")
+    Decision.objects.filter(pk=decided.pk).update(confidence=0.6)
+    factory.action(ch, "Order the new pallet labels", owner="u-2", owner_name="Bo", confidence=0.9)
+    assert '<td class="field-certainty">0.60</td>' in reviewer.get("/admin/knowledge/decision/").content.decode()
+    assert '<td class="field-certainty">0.90</td>' in reviewer.get("/admin/knowledge/action/").content.decode()
