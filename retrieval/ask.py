@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -164,16 +164,18 @@ def _query_vector(question: str) -> list[float] | None:
 class _Search:
     """The planned paths and the hydration of what they find, in a few pipelines side by side.
 
-    The paths' statements (each a small statement returning keys) and the offline plan's accounting row are
-    split into `RetrievalConfig.path_pipelines` groups of about the same cost, each sent to the server on a
-    pool connection of its own in one round trip (psycopg pipeline mode: the server runs a group's statements
-    one after another without waiting for the client). As soon as a group has its keys, it reads the records
-    of those no other group has taken, inside the scope again (a statement per kind of record, in a second
-    round trip on its connection), without waiting for the slower groups. Before, each path had a thread and
-    a connection of its own and the records were read after the slowest path: five wake-ups of a thread and
-    a server process per phase, and the two phases one after the other. A single pipeline for everything
-    was slower (the server then runs every statement on one core); so was hydrating in each path's own
-    statement (every statement several times larger, planned as long as it ran).
+    The paths' statements and the offline plan's accounting row are split into `RetrievalConfig.path_pipelines`
+    groups of about the same cost, each sent to the server on a pool connection of its own in one round trip
+    (psycopg pipeline mode: the server runs a group's statements one after another without waiting for the
+    client). The statements with a generic plan (all paths but the semantic one) read their hits' records,
+    inside the scope again, in the same statement (`records.Hydrator.statement`: the hits are a CTE of the
+    statement), so their group needs no second round trip; the semantic statement, planned for its scope every
+    time, returns keys, and its group then reads the records no statement has read yet (a statement per kind,
+    a second round trip on its connection). A record two paths find is read twice, by the same query inside
+    the same scope: the same record. Before (to 5 December), every group read its hits' records in a second
+    round trip. A single pipeline for everything was slower (the server then runs every statement on one
+    core); so was reading the records in the semantic statement too (planned every time, 1.4 against
+    0.3 ms), and sending every group from the asking thread without the pool's threads.
     """
 
     def __init__(
@@ -189,65 +191,68 @@ class _Search:
         self.records: dict[RecordKey, Record] = {}
         self.ms: dict[str, float] = {}
 
-    def statements(self) -> dict[str, parallel.Statement]:
-        """The planned paths' statements, by path (a path with nothing to look for has none)."""
+    def statements(self, hydrator: Hydrator) -> dict[str, parallel.Statement]:
+        """The planned paths' statements, by path (a path with nothing to look for has none). Those with a generic
+        plan read the records of their hits inside the scope again in the same statement (`hydrator`); the
+        semantic one, planned for its scope every time, returns keys (`FOLDED` names the others): reading the
+        records in it too made it several times longer to plan (1.4 against 0.3 ms at 100k)."""
         plan, scope, cfg = self.plan, self.scope, self.cfg
         out: dict[str, parallel.Statement] = {}
 
-        def collect(name: str, generic: bool) -> paths.Fetch:
-            def fetch(sql: str, params: dict[str, object], kinds: object = ()) -> list[RecordKey]:
-                out[name] = parallel.Statement(sql, params, generic)
+        def collect(name: str) -> paths.Fetch:
+            def fetch(sql: str, params: dict[str, object], kinds: Iterable[str] = ()) -> list[RecordKey]:
+                out[name] = parallel.Statement(*hydrator.statement(sql, params, kinds))
                 return []
 
             return fetch
 
-        # Generic plans for all but the semantic statement, planned for its scope every time (see
-        # paths.configure_session).
         if "structured" in plan.paths:
-            paths.structured(plan, scope, cfg, fetch=collect("structured", True))
+            paths.structured(plan, scope, cfg, fetch=collect("structured"))
         if "semantic" in plan.paths:
             semantic = paths.semantic_statement(plan, scope, cfg, self.query_vector)
             if semantic is not None:
                 out["semantic"] = parallel.Statement(*semantic)
         if "fulltext" in plan.paths:
-            paths.fulltext(plan, scope, cfg, fetch=collect("fulltext", True))
+            paths.fulltext(plan, scope, cfg, fetch=collect("fulltext"))
         if "graph" in plan.paths:
-            paths.graph(plan, scope, cfg, fetch=collect("graph", True))
+            paths.graph(plan, scope, cfg, fetch=collect("graph"))
         if "summary" in plan.paths:
-            paths.summary(plan, scope, cfg, fetch=collect("summary", True))
+            paths.summary(plan, scope, cfg, fetch=collect("summary"))
         return out
 
     def run(self, *, ways: int, threads: int) -> None:
-        """The paths' keys (and the accounting row), then their records, in at most `ways` groups side by side on
+        """The paths' hits with their records (and the accounting row), in at most `ways` groups side by side on
         pool connections (inside the caller's transaction, one after another on its own connection)."""
         in_transaction = connection.in_atomic_block
+        hydrator = Hydrator(self.scope, question_vector=self.query_vector, terms=self.plan.keywords)
         statements: dict[str, list[parallel.Statement]] = {
-            name: [statement] for name, statement in self.statements().items()
+            name: [statement] for name, statement in self.statements(hydrator).items()
         }
         if not in_transaction:  # one transaction up to the pipeline's sync: its commit waits for no flush
             for i, row in enumerate(self.deferred):
                 statements[f"_row{i}"] = [
                     parallel.Statement(sql, params, bool(params)) for sql, params in row.statements()
                 ]
-        hydrator = Hydrator(self.scope, question_vector=self.query_vector, terms=self.plan.keywords)
-        claimed: set[RecordKey] = set()
         lock = threading.Lock()
 
         def group(names: list[str]) -> dict[str, list[RecordKey]]:
-            # This group's paths, then at once (not waiting for the other groups) the records of its hits that
-            # no other group has taken: a round trip each.
+            # This group's paths: one round trip; then, for the semantic path's hits, the records no statement has
+            # read yet, in a second.
             t = time.perf_counter()
             rows = self._pipeline(names, statements)
-            found = {name: [(row[0], row[1]) for row in rows[name]] for name in names if not name.startswith("_")}
+            found: dict[str, list[RecordKey]] = {}
+            unread: list[RecordKey] = []
+            for name in names:
+                if name in FOLDED:
+                    found[name] = hydrator.keep(rows[name])
+                elif not name.startswith("_"):
+                    found[name] = [(row[0], row[1]) for row in rows[name]]
+                    unread += found[name]
             paths_ms = _ms(t)
-            mine: list[RecordKey] = []
-            with lock:
-                for key in (key for keys in found.values() for key in keys):
-                    if key not in claimed:
-                        claimed.add(key)
-                        mine.append(key)
             t = time.perf_counter()
-            by_kind = hydrating(mine, hydrator)
+            with lock:
+                unread = [key for key in unread if key not in hydrator.records]
+            by_kind = hydrating(unread, hydrator)
             if by_kind:
                 hydrated = self._pipeline(
                     list(by_kind), {kind: [parallel.Statement(*statement)] for kind, statement in by_kind.items()}
@@ -256,7 +261,8 @@ class _Search:
                     hydrator.keep(hydrated[kind])
             with lock:
                 self.ms.update(dict.fromkeys(found, paths_ms))
-                self.ms["hydrate"] = max(self.ms.get("hydrate", 0.0), _ms(t))
+                if by_kind:
+                    self.ms["hydrate"] = max(self.ms.get("hydrate", 0.0), _ms(t))
             return found
 
         jobs = {f"group{i}": (lambda names=names: group(names)) for i, names in enumerate(_split(statements, ways))}
@@ -281,8 +287,12 @@ class _Search:
         return {name: rows[i] for name, i in last.items()}
 
 
+# The paths whose statement reads its hits' records too (`_Search.statements`): all but the semantic one.
+FOLDED = frozenset({"structured", "fulltext", "graph", "summary"})
+
+
 # Rough server time of each statement (ms at 100k, `EXPLAIN ANALYZE`), to split them into pipelines of about
-# the same cost: the paths, and the hydration by kind of record.
+# the same cost: the paths (with their hits' records, but the semantic one).
 _COST = {"graph": 4.0, "fulltext": 2.5, "semantic": 1.5, "structured": 0.5, "summary": 0.3, "entity": 2.0}
 
 

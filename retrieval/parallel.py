@@ -10,7 +10,9 @@ run one after another on the caller's connection instead: another connection cou
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -116,8 +118,9 @@ def pipeline(statements: Sequence[Statement], *, prepared: bool) -> list[list[tu
         with raw.pipeline():
             for statement in statements:
                 if statement.generic and prepared:
-                    cur = psycopg.Cursor(raw)
-                    cur.execute(statement.sql, statement.params, prepare=True)
+                    cur = psycopg.RawCursor(raw)
+                    query, names = _numbered(statement.sql)
+                    cur.execute(query, [statement.params[name] for name in names], prepare=True)
                 else:
                     cur = psycopg.ClientCursor(raw)
                     cur.execute(statement.sql, statement.params, prepare=False)
@@ -127,3 +130,23 @@ def pipeline(statements: Sequence[Statement], *, prepared: bool) -> list[list[tu
         for cur in cursors:
             cur.close()
     return rows
+
+
+_NAMED = re.compile(r"%\((\w+)\)s")
+
+
+@functools.lru_cache(maxsize=256)
+def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
+    """`sql` with its `%(name)s` placeholders numbered ($1, $2, ... in order of first use) and the names in that
+    order: what psycopg's cursor works out on every call for a statement over 4,096 characters (it caches only
+    shorter ones), the folded paths' among them. Text only, never a value."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    if "%%" in sql or re.search(r"%[^(]", sql):
+        raise ValueError("a statement with placeholders other than %(name)s")
+    return _NAMED.sub(number, sql), tuple(names)

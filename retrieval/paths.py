@@ -53,6 +53,20 @@ def generic_keys(sql: str, params: dict[str, object], kinds: Iterable[str] = ())
 Fetch = Callable[..., list[RecordKey]]  # (sql, params, kinds) -> keys: `keys`, or records.Hydrator.fetch
 
 
+class Query(str):
+    """A statement with a WITH list: its text, and its parts for a caller that wraps it (`records.Hydrator`
+    adds its own CTE to the same list and reads the hits of `select`, instead of nesting the whole statement)."""
+
+    ctes: str
+    select: str
+    recursive: bool
+
+    def __new__(cls, ctes: str, select: str, *, recursive: bool = False) -> Query:
+        query = super().__new__(cls, f"WITH {'RECURSIVE ' if recursive else ''}{ctes} {select}")
+        query.ctes, query.select, query.recursive = ctes, select, recursive
+        return query
+
+
 # --------------------------------------------------------------------------- structured
 
 _ACTION_TIME = "COALESCE((a.source_ref->'timestamp_range'->>'start')::timestamptz, a.created_at)"
@@ -228,6 +242,21 @@ def semantic(
         return fetch(sql, params)
 
 
+def vector_literal(vector: Sequence[float]) -> str:
+    """A vector as pgvector's text form, six decimals; the last one made is kept (a question's vector is written
+    for its semantic statement and again for the similarity of every record read)."""
+    global _last_literal
+    key, last = tuple(vector), _last_literal
+    if last is not None and last[0] == key:
+        return last[1]
+    literal = "[" + ",".join(f"{x:.6f}" for x in key) + "]"
+    _last_literal = (key, literal)
+    return literal
+
+
+_last_literal: tuple[tuple[float, ...], str] | None = None
+
+
 def semantic_statement(
     plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, query_vector: Sequence[float] | None
 ) -> tuple[str, dict[str, object]] | None:
@@ -237,7 +266,7 @@ def semantic_statement(
         return None
     params = {
         **scope.params(),
-        "q": "[" + ",".join(f"{x:.6f}" for x in query_vector) + "]",
+        "q": vector_literal(query_vector),
         "k": cfg.k["semantic"],
         "min_sim": cfg.min_similarity,
         "cap": cfg.exact_scan_max_rows + 1,
@@ -361,9 +390,10 @@ def fulltext(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch
         )
         ctes.append(cte)
         branches.append(branch)
-    sql = (
-        f"WITH {', '.join(ctes)} SELECT t, id FROM ({' UNION ALL '.join(branches)}) hits"
-        " WHERE cov >= %(min_cov)s ORDER BY cov DESC, rank DESC LIMIT %(k)s"
+    sql = Query(
+        ", ".join(ctes),
+        f"SELECT t, id FROM ({' UNION ALL '.join(branches)}) hits"
+        " WHERE cov >= %(min_cov)s ORDER BY cov DESC, rank DESC LIMIT %(k)s",
     )
     return fetch(sql, params, ("decision", "action", "signal", "summary"))
 
@@ -405,18 +435,21 @@ def graph(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: F
         )
         ctes.append(cte)
         branches.append(branch)
-    sql = f"""
-        WITH RECURSIVE walk(id, depth) AS (
+    # The scope's relationships, each way, to an entity in scope: read once, not on every hop.
+    walk = f"""edges AS MATERIALIZED (
+            SELECT x.a, x.b FROM (
+                SELECT r.source_id AS a, r.target_id AS b FROM entity_relationships r WHERE {scope.relationships("r")}
+                UNION ALL
+                SELECT r.target_id, r.source_id FROM entity_relationships r WHERE {scope.relationships("r")}
+            ) x JOIN entities n ON n.id = x.b WHERE {scope.entities("n")}
+        ),
+        walk(id, depth) AS (
             SELECT e.id, 0 FROM entities e
             WHERE {scope.entities("e")}
               AND (lower(e.name) = ANY(%(names)s) OR EXISTS (
                    SELECT 1 FROM unnest(e.aliases) al WHERE lower(al) = ANY(%(names)s)))
           UNION
-            SELECT n.id, w.depth + 1
-            FROM walk w
-            JOIN entity_relationships r ON (r.source_id = w.id OR r.target_id = w.id) AND {scope.relationships("r")}
-            JOIN entities n ON n.id = CASE WHEN r.source_id = w.id THEN r.target_id ELSE r.source_id END
-            WHERE w.depth < %(depth)s AND {scope.entities("n")}
+            SELECT x.b, w.depth + 1 FROM walk w JOIN edges x ON x.a = w.id WHERE w.depth < %(depth)s
         ),
         reached AS MATERIALIZED (
             SELECT e.id, e.name, min(w.depth) AS depth
@@ -427,8 +460,8 @@ def graph(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: F
         nq AS MATERIALIZED (
             SELECT websearch_to_tsquery('english', string_agg('"' || name || '"', ' or ' ORDER BY depth, name)) AS q
             FROM reached WHERE depth > 0 HAVING count(*) > 0
-        ),
-        {", ".join(ctes)}
+        )"""
+    select = f"""
         SELECT t, id FROM (
             (SELECT 'entity' AS t, id::text AS id, 0 AS part, row_number() OVER (ORDER BY depth, name) AS pos
              FROM reached)
@@ -437,6 +470,7 @@ def graph(plan: QueryPlan, scope: RetrievalScope, cfg: RetrievalConfig, fetch: F
                 SELECT t, id, rank FROM ({" UNION ALL ".join(branches)}) x ORDER BY rank DESC LIMIT %(k)s) named)
         ) walked ORDER BY part, pos
     """
+    sql = Query(", ".join([walk, *ctes]), select, recursive=True)
     return fetch(sql, params, ("entity", "decision", "action"))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections.abc import Iterable, Sequence
@@ -48,7 +49,8 @@ _CHANNEL_NAME = "COALESCE((SELECT c.channel_name FROM channel_config c WHERE c.c
 # type, id, friendly_id, channel_id, channel name, occurred_at, confidence, text, status, source_ref,
 # then typed extras x1, x2 (text), xs (text[]), t1, t2 (timestamptz) whose meaning depends on the type.
 # Each branch reads the keys to hydrate from a CTE `hits (t, id, rank)`: a path's own hits when hydration
-# is folded into the path's statement (`hydrating`), or a list of keys (`hydrate`).
+# is folded into the path's statement (`Hydrator.statement`, retrieval.ask), or a list of keys (`hydrating`,
+# `hydrate`).
 _QUERIES: dict[str, str] = {
     "decision": """
         SELECT h.rank, 'decision', d.id::text, d.friendly_id, d.channel_id, {chname}, d.decided_at,
@@ -124,6 +126,15 @@ def _coverage(kind: str, terms: int) -> str:
     return f"(({hits})::float8 / {terms})"
 
 
+@functools.lru_cache(maxsize=128)
+def _branches(kinds: tuple[str, ...], personal: bool, with_vector: bool, terms: int) -> str:
+    """The hydration branches of `kinds`, as `Hydrator.statement` joins them. A scope's predicates are text naming
+    the parameters of `RetrievalScope.params()`, never their values, and differ only between a channel's scope
+    and a 1:1's (`personal`): the text is kept per kind of scope, the values are bound on every statement."""
+    shape = RetrievalScope(organisation_id="", channel_id="", user_id="", personal=personal)
+    return " UNION ALL ".join(f"({_sql(kind, shape, with_vector=with_vector, terms=terms)})" for kind in kinds)
+
+
 def _sql(kind: str, scope: RetrievalScope, *, with_vector: bool = False, terms: int = 0) -> str:
     alias = _ALIAS[kind]
     col = "m.scope_id" if kind == "summary" else f"{alias}.channel_id"
@@ -194,7 +205,7 @@ class Hydrator:
         self._params: dict[str, object] = {**scope.params()}
         self._with_vector = question_vector is not None
         if question_vector is not None:
-            self._params["question_vector"] = "[" + ",".join(f"{x:.6f}" for x in question_vector) + "]"
+            self._params["question_vector"] = paths.vector_literal(question_vector)
         self._terms = len(terms)
         for i, term in enumerate(terms):
             self._params[f"term{i}"] = term
@@ -213,12 +224,13 @@ class Hydrator:
         a pool connection (`paths.configure_session`). The entities' relations are read from each side's own
         index (a `UNION ALL` of the relations an entity is the source of and those it is the target of): with
         `source_id = e.id OR target_id = e.id` the generic plan was 30x slower than a custom one."""
-        kinds = tuple(kinds)
-        branches = " UNION ALL ".join(
-            f"({_sql(kind, self.scope, with_vector=self._with_vector, terms=self._terms)})" for kind in kinds
-        )
+        branches = _branches(tuple(kinds), self.scope.personal, self._with_vector, self._terms)
+        # A statement with a WITH list of its own (`paths.Query`) gets the hits' CTE added to that list.
+        ctes, select = (f"{sql.ctes}, ", sql.select) if isinstance(sql, paths.Query) else ("", sql)
+        recursive = "RECURSIVE " if isinstance(sql, paths.Query) and sql.recursive else ""
         statement = (
-            f"WITH hits AS MATERIALIZED (SELECT k.t, k.id, row_number() OVER () AS rank FROM ({sql}) k)"
+            f"WITH {recursive}{ctes}hits AS MATERIALIZED"
+            f" (SELECT k.t, k.id, row_number() OVER () AS rank FROM ({select}) k)"
             f" SELECT * FROM ({branches}) hydrated ORDER BY 1"
         )
         return statement, {**params, **self._params}, True
