@@ -672,4 +672,15 @@ def fit(text: str, sources: Iterable[str], max_share: float = MAX_SHARE) -> str:
                 tokens = trim(_compress(tokens, fits, (_LINKING,)))
     whole = tokens
     kept = _cut_to_fit(tokens, fits)
+    if kept and len(kept) < len(whole) and (label := _LABEL.match(" ".join(whole))):
+        # A leading label that states no fact gives way when the cut would otherwise lose at least two figures or
+        # dates: "After talking to Ana and Ben: the launch moves to 30 September." keeps its date.
+        rest = " ".join(whole)[label.end() :].split()
+        unlabelled = _cut_to_fit(list(rest), fits) if len(rest) >= 3 else []
+        if not _facts(label.group(1).split()) and _facts(unlabelled) >= _facts(kept) + 2:
+            whole, kept = rest, unlabelled
     return sentence(" ".join(_clause_end(kept, whole[len(kept) :]))) if kept else ""
+
+
+def _facts(tokens: list[str]) -> int:
+    return sum(_is_fact(word.strip(".,;:!?()\"'")) for word in tokens)

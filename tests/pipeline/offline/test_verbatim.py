@@ -133,6 +133,14 @@ def test_a_record_cut_to_fit_keeps_its_dates_by_dropping_the_prepositions_before
     assert "planned for Thursday" in fit(sentence(plain), [plain])  # nothing to save: the preposition stays
 
 
+def test_a_label_that_states_no_fact_gives_way_to_the_dates_a_cut_would_lose() -> None:
+    said = "fine, final word after checking with Ines and Bo: depot audit moves to 14 November 2026 for everyone. ok"
+    restated = "After checking with Ines and Bo: depot audit moves to 14 November 2026 for everyone."
+    assert fit(restated, [said]) == "Depot audit moves to 14 November 2026 for everyone."
+    tallied = "Canteen survey: 12 of 40 replies so far, 9 want the salad bar back, 3 want longer hours. closes friday"
+    assert fit(sentence(tallied), [tallied]).startswith("Canteen survey: 12 of 40")  # one fact more: the label stays
+
+
 def test_a_cut_never_ends_on_a_contracted_auxiliary() -> None:
     assert " ".join(trim("Ola to ring the caterers tomorrow, they're".split())) == "Ola to ring the caterers tomorrow"
     assert " ".join(trim("the vans arrive at six and we'll".split())) == "the vans arrive at six"
