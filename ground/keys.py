@@ -147,6 +147,18 @@ EXTRACT_PENDING = Family(
     ttl=lambda: _cfg().window_max_age_s * 2,
     ttl_setting="JEEVES_WINDOW_MAX_AGE_S (x2)",
 )
+EXTRACT_BURST = Family(
+    name="extract-burst",
+    prefix="jeeves:extract:burst:",
+    parts=("channel_id",),
+    type="string",
+    text=False,
+    holds="JSON: the wire_msg_ids of the last run's open burst and its countdown",
+    owner="pipeline/debounce.py",
+    description="the offline engine's burst the last run left open: the next run's first messages continue it",
+    ttl=lambda: _cfg().window_max_age_s * 2,
+    ttl_setting="JEEVES_WINDOW_MAX_AGE_S (x2)",
+)
 EXTRACT_LOCK = Family(
     name="extract-lock",
     prefix="jeeves:extract:lock:",
@@ -333,6 +345,7 @@ FAMILIES: tuple[Family, ...] = (
     MEMBERS,
     EARLY_JOINS,
     EXTRACT_PENDING,
+    EXTRACT_BURST,
     EXTRACT_LOCK,
     EXTRACT_RUNNING,
     CLASSIFY_TAKEN,

@@ -243,9 +243,21 @@ def record_action(
     tags = guard_tags(draft.tags, sources_text)
     status, deadline = draft.status, draft.deadline
     existing = Action.objects.filter(channel=channel, source_key=key).first()
-    if existing is None:
-        existing = _continued(Action, channel, continues_ids, "created_at")
+    alone = True
+    if existing is None and continues_ids:
+        # Of the actions resting on those messages (a request shared out makes several), the owner's own.
+        resting = list(
+            Action.objects.filter(channel=channel, source_ref__wire_msg_ids__has_any_keys=list(continues_ids)).order_by(
+                "created_at"
+            )[:10]
+        )
+        mine = [a for a in resting if draft.owner_id and a.owner_id == draft.owner_id]
+        existing, alone = (mine or resting or [None])[0], len(resting) == 1
     if existing is not None:
+        # Read again from the message it alone was opened on (the offline engine's burst continued in a later
+        # run, `pipeline.offline.bursts`): the owner it gives with what came after ("ok, on it") is the better one.
+        opened_on = ((existing.source_ref or {}).get("wire_msg_ids") or [None])[0]
+        again = alone and opened_on is not None and (source.get("wire_msg_ids") or [])[:1] == [opened_on]
         existing.source_ref = merge_source_refs(existing.source_ref, source)
         changed = ["source_ref"]
         if status == ActionStatus.DONE and existing.status != ActionStatus.DONE:
@@ -254,7 +266,7 @@ def record_action(
         if deadline is not None and existing.deadline != deadline:
             existing.deadline, existing.staleness_at = deadline, deadline
             changed += ["deadline", "staleness_at"]
-        if draft.owner_id and not existing.owner_id:
+        if draft.owner_id and (not existing.owner_id or again) and draft.owner_id != existing.owner_id:
             existing.owner_id, existing.owner_name = draft.owner_id, draft.owner_name
             changed += ["owner_id", "owner_name"]
         existing.save(update_fields=changed)

@@ -10,6 +10,7 @@ Redis keys per channel (ids only, never text):
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -77,6 +78,23 @@ def mark_extracted(channel_id: str, wire_msg_ids: Iterable[str]) -> None:
     ids = list(wire_msg_ids)
     if ids:
         get_redis().srem(_pending_key(channel_id), *ids)
+
+
+def open_burst(channel_id: str) -> tuple[list[str], int | None]:
+    """The offline engine's burst the channel's last run left open (its messages' ids, its countdown), if any."""
+    raw = get_redis().get(keys.EXTRACT_BURST.key(channel_id))
+    if not raw:
+        return [], None
+    state = json.loads(raw)
+    return list(state.get("ids") or []), state.get("countdown")
+
+
+def note_open_burst(channel_id: str, ids: list[str], countdown: int | None) -> None:
+    key = keys.EXTRACT_BURST.key(channel_id)
+    if ids:
+        get_redis().set(key, json.dumps({"ids": ids, "countdown": countdown}), ex=int(keys.EXTRACT_BURST.ttl_s()))
+    else:
+        get_redis().delete(key)
 
 
 def forget(channel_id: str, wire_msg_id: str) -> None:
@@ -172,4 +190,6 @@ def reschedule(channel_id: str, epoch: int) -> str | None:
 
 
 def flush(channel_id: str) -> None:
-    get_redis().delete(_pending_key(channel_id), _lock_key(channel_id), _running_key(channel_id))
+    get_redis().delete(
+        _pending_key(channel_id), _lock_key(channel_id), _running_key(channel_id), keys.EXTRACT_BURST.key(channel_id)
+    )

@@ -45,9 +45,10 @@ from knowledge.records import (
 )
 from knowledge.sources import SIGNAL_KEY, source_key, source_ref
 from knowledge.verbatim import VerbatimText
-from pipeline import contradictions, debounce, embed, llm, offline, prompts, window
+from pipeline import contradictions, debounce, embed, llm, prompts, window
 from pipeline.classify import build_context, context_json
 from pipeline.context import ChannelContext
+from pipeline.offline import bursts
 from pipeline.schemas import ExtractedAction, ExtractedDecision, ExtractedEntity, ExtractedSignal, ExtractResult
 from pipeline.window import WindowMessage
 
@@ -89,19 +90,25 @@ def run(channel: ChannelConfig) -> RunReport:
     report.pending = len(pending_ids)
     if not pending_ids:
         return report
-    if not MessageReceipt.objects.filter(
-        channel_id=channel.channel_id, wire_msg_id__in=pending_ids, outcome=MessageReceipt.Outcome.PENDING_EXTRACT
-    ).exists():
+    high = set(
+        MessageReceipt.objects.filter(
+            channel_id=channel.channel_id, wire_msg_id__in=pending_ids, outcome=MessageReceipt.Outcome.PENDING_EXTRACT
+        ).values_list("wire_msg_id", flat=True)
+    )
+    if not high:
         return report  # only low-signal messages: they wait as context for the next high-signal one
 
     ctx = build_context(channel)
     prompt = prompts.load("extract")
+    planned, left_open = bursts.split(pending_ids, high, *debounce.open_burst(channel.channel_id))
     try:
         answer = llm.structured(
             "extract",
             _messages(channel, ctx, win, set(pending_ids), prompt.text),
             ExtractResult,
-            lambda: offline.extract(_through_last(win, set(pending_ids)), ctx, set(pending_ids)),
+            # The offline engine extracts the run's pending messages burst by burst, as it was fitted: what it
+            # stores does not depend on how many messages the debounce gathered (`pipeline.offline.bursts`).
+            lambda: bursts.extract(win, ctx, planned),
             channel_id=channel.channel_id,
         )
     except (llm.SlotFailure, SoftTimeLimitExceeded) as exc:
@@ -118,19 +125,9 @@ def run(channel: ChannelConfig) -> RunReport:
             forgetting.forget_message(channel.channel_id, wire_msg_id)
         _queue_embeddings(channel, written)
         contradictions.queue_check(channel, written["decision"])
+        debounce.note_open_burst(channel.channel_id, *(left_open if answer.model == LOCAL_MODEL else ([], None)))
     _finish(channel.channel_id, pending_ids)
     return report
-
-
-def _through_last(win: list[WindowMessage], pending: set[str]) -> list[WindowMessage]:
-    """The window up to its last pending message and at most `offline.LOOKAHEAD` messages after it, when they
-    have arrived: what the offline engine reads, as the simulator (`pipeline.offline.replay`) gives it. The
-    messages after the last pending one are the next run's (not classified yet): read without a bound, a
-    record of this run gathered them as evidence by the dozen (a self-commitment took its owner's next six
-    messages and their dates); read not at all, the last pending message was scored without the next one its
-    heads are fitted with, and a request answered in the next run was lost."""
-    last = max((k for k, m in enumerate(win) if m.id in pending), default=-1)
-    return win[: last + 1 + offline.LOOKAHEAD] if last >= 0 else []
 
 
 # --------------------------------------------------------------------------- the prompt
@@ -281,6 +278,16 @@ def _write(
     by_id = {m.id: m for m in win}
     texts = [m.text for m in win]
     run_key = source_key("run", sorted(pending))
+    # What a record continues: the messages earlier runs extracted. Not the pending ones (this run's), nor those
+    # after the last pending one (the offline engine reads `offline.LOOKAHEAD` of them; the next run's): an action
+    # resting on such a message with another of this run's records would be merged into it as its continuation
+    # (dev, bursts of 15: "I'll ping the marketing folks" joined "I'll write the postmortem" by the next message).
+    last = max((k for k, m in enumerate(win) if m.id in pending), default=-1)
+    extracted = {m.id for m in win[:last]} - pending
+
+    def earlier(ids: list[str]) -> list[str]:
+        return [i for i in ids if i in extracted]
+
     written: dict[str, list[str]] = {"decision": [], "action": [], "signal": [], "entity": []}
 
     def kept(item: ExtractedDecision | ExtractedAction | ExtractedSignal) -> list[str]:
@@ -327,9 +334,7 @@ def _write(
         decision_by_msg: dict[str, Decision] = {}
         for (item, ids), vector in zip(decisions, near.decisions, strict=True):
             if item.continues:
-                continued = continue_decision(
-                    channel, source=_ref(ids, by_id), continues_ids=[i for i in ids if i not in pending]
-                )
+                continued = continue_decision(channel, source=_ref(ids, by_id), continues_ids=earlier(ids))
                 if continued is not None:
                     written["decision"].append(str(continued.pk))
                     for i in ids:
@@ -393,7 +398,7 @@ def _write(
                     extraction_model=model,
                     prompt_version=version,
                 ),
-                continues_ids=[i for i in ids if i not in pending],
+                continues_ids=earlier(ids),
                 created_at=_latest(ids, by_id),
             )
             if out is not None:

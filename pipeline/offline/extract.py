@@ -660,8 +660,11 @@ def extract(
     ctx: ChannelContext,
     pending_ids: set[str] | None = None,
     engine: model.Engine | None = None,
+    carried: frozenset[str] | set[str] = frozenset(),
 ) -> ExtractResult:
-    """Tier 2 on the offline engine over `window` (oldest first). Never raises on odd text."""
+    """Tier 2 on the offline engine over `window` (oldest first). Never raises on odd text. `carried`: pending
+    messages an earlier run extracted already (`pipeline.offline.bursts`); a record opened on a later message
+    does not cite them (the store would take it for a continuation of that run's record)."""
     msgs = [
         m for m in window if m.author_id not in ctx.bot_ids and not any(u in ctx.bot_ids for u in m.mentions)
     ]  # talk to Jeeves is a command or a query, never evidence
@@ -693,6 +696,8 @@ def extract(
         ids = ([record.proposal] if record.proposal is not None else []) + record.evidence
         if joining:
             ids = [record.anchor, *joining]
+        if carried and w.msgs[record.anchor].id not in carried:
+            ids = [i for i in ids if w.msgs[i].id not in carried]
         msg_ids, tags = _cited(w, ids)
         decisions.append(
             ExtractedDecision(
@@ -731,6 +736,8 @@ def extract(
         description, rests_on = _action_text(w, record)
         if not description:
             continue
+        if carried and w.msgs[record.anchor].id not in carried:
+            rests_on = [i for i in rests_on if w.msgs[i].id not in carried]
         msg_ids, tags = _cited(w, rests_on)
         actions.append(
             ExtractedAction(

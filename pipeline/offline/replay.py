@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knowledge.verbatim import longest_common_run
-from pipeline.offline import model, restate
+from pipeline.offline import bursts, model, restate
 from pipeline.offline.classify import classify
 from pipeline.offline.corpus import Conversation
 from pipeline.offline.extract import LOOKAHEAD, extract
-from pipeline.schemas import ExtractedAction, ExtractedDecision, ExtractResult
+from pipeline.schemas import ExtractResult
 
 WINDOW = 30
-BATCH = 10
-AFTER_HIGH_SIGNAL = 3
+BATCH = bursts.BATCH
+AFTER_HIGH_SIGNAL = bursts.AFTER_HIGH_SIGNAL
 
 
 @dataclass
@@ -44,6 +44,7 @@ def run(conv: Conversation, engine: model.Engine, *, labels: bool = True) -> Rep
     pending: list[str] = []
     countdown: int | None = None
     found: dict[str, list] = {k: [] for k in ("decisions", "actions", "entities", "relationships", "signals")}
+    extracted: set[str] = set()  # the messages of earlier bursts: what a record can continue
 
     heard = {m.id for m in conv.heard}
     position = {m.id: k for k, m in enumerate(conv.messages)}
@@ -66,12 +67,13 @@ def run(conv: Conversation, engine: model.Engine, *, labels: bool = True) -> Rep
             for kind in found:
                 if kind == "actions":
                     for action in result.actions:
-                        _store_action(found["actions"], action, set(pending))
+                        _store_action(found["actions"], action, extracted)
                 elif kind == "decisions":
                     for decision in result.decisions:
-                        _store_decision(found["decisions"], decision, set(pending))
+                        _store_decision(found["decisions"], decision, extracted)
                 else:
                     found[kind].extend(getattr(result, kind))
+            extracted.update(pending)
         pending, countdown = [], None
 
     for message in conv.messages:
@@ -98,38 +100,9 @@ def run(conv: Conversation, engine: model.Engine, *, labels: bool = True) -> Rep
     return out
 
 
-def _continued(stored: list, msg_ids: list[str], pending: set[str]):
-    """The first stored record resting on one of `msg_ids` an earlier burst extracted (not `pending`), or None."""
-    earlier = {i for i in msg_ids if i not in pending}
-    return next((r for r in stored if earlier & set(r.source_msg_ids)), None) if earlier else None
-
-
-def _store_decision(stored: list[ExtractedDecision], decision: ExtractedDecision, pending: set[str]) -> None:
-    """As `knowledge.records.continue_decision` stores it: a continuation joins its messages to the first stored
-    decision resting on one of its earlier messages, and is dropped when there is none; any other is new."""
-    if not decision.continues:
-        stored.append(decision)
-        return
-    existing = _continued(stored, decision.source_msg_ids, pending)
-    if existing is not None:
-        existing.source_msg_ids = list(dict.fromkeys([*existing.source_msg_ids, *decision.source_msg_ids]))
-
-
-def _store_action(stored: list[ExtractedAction], action: ExtractedAction, pending: set[str]) -> None:
-    """As `knowledge.records.record_action` stores it: an action resting on messages an earlier burst
-    extracted continues the first stored action resting on one of them (its messages joined, its deadline
-    replaced when the new one states one, done once reported done, an owner when it had none); else it is new."""
-    existing = _continued(stored, action.source_msg_ids, pending)
-    if existing is None:
-        stored.append(action)
-        return
-    existing.source_msg_ids = list(dict.fromkeys([*existing.source_msg_ids, *action.source_msg_ids]))
-    if action.status == "done":
-        existing.status = "done"
-    if action.deadline is not None:
-        existing.deadline = action.deadline
-    if action.owner_id and not existing.owner_id:
-        existing.owner_id = action.owner_id
+# As the store keeps them (shared with the stack's burst-by-burst extraction, `pipeline.offline.bursts`).
+_store_decision = bursts.store_decision
+_store_action = bursts.store_action
 
 
 def match(predicted: list[set[str]], gold: list[set[str]]) -> list[tuple[int, int]]:

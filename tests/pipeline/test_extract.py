@@ -400,6 +400,7 @@ def test_the_offline_engine_reads_one_message_past_the_last_classified_one_and_a
     after it, as the simulator does; what is further on (not classified yet) is the next run's. The owner's
     date in the next run updates the action stored before."""
     from pipeline.members import Member
+    from pipeline.offline import bursts
 
     ana, ben = (f"{uuid.uuid4()}@wire.example" for _ in range(2))
     channel = ChannelConfig.objects.create(
@@ -421,13 +422,13 @@ def test_the_offline_engine_reads_one_message_past_the_last_classified_one_and_a
         window.push(channel.channel_id, window.WindowMessage(wire_msg_id, author, sent, text, mentions))
     assert offline.LOOKAHEAD == 1
     read: list[list[str]] = []
-    engine = offline.extract
+    engine = bursts.extract_window
 
-    def spy(win, ctx, pending):
+    def spy(win, ctx, pending, **kwargs):
         read.append([m.id for m in win])
-        return engine(win, ctx, pending)
+        return engine(win, ctx, pending, **kwargs)
 
-    monkeypatch.setattr(offline, "extract", spy)
+    monkeypatch.setattr(bursts, "extract_window", spy)
     for wire_msg_id in ("r1", "r2"):  # the next two are in the window, still being classified
         receipts.mark_receipt(channel.channel_id, wire_msg_id, outcome="pending_extract", tier=1)
         debounce.note_classified(channel.channel_id, wire_msg_id)
@@ -445,3 +446,131 @@ def test_the_offline_engine_reads_one_message_past_the_last_classified_one_and_a
     [action] = Action.objects.filter(channel=channel)
     assert action.source_ref["wire_msg_ids"] == ["r2", "r3", "r4"]
     assert action.deadline.date().isoformat() == "2026-05-07"
+
+
+def _channel_with(said: list[tuple[str, str, str, list[str]]], people: list[tuple[str, str, str]]) -> ChannelConfig:
+    """A channel whose window holds `said` (id, author, text, mentions), one message a minute from a Monday."""
+    from pipeline.members import Member
+
+    channel = ChannelConfig.objects.create(
+        channel_id=f"{uuid.uuid4()}@wire.example", organisation_id="wire.example", timezone="Europe/London"
+    )
+    members.replace_all(channel.channel_id, [Member(u, name=name, handle=handle) for u, name, handle in people])
+    at = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)  # a Monday
+    for n, (wire_msg_id, author, text, mentions) in enumerate(said):
+        sent = at.replace(minute=7 * n)
+        receipts.record_receipt(channel.channel_id, wire_msg_id, author_id=author, sent_at=sent)
+        window.push(channel.channel_id, window.WindowMessage(wire_msg_id, author, sent, text, mentions))
+    return channel
+
+
+def test_a_run_of_many_pending_messages_is_extracted_in_the_bursts_the_engine_was_fitted_on(
+    jeeves_settings, redis_client, monkeypatch
+):
+    """Messages that came fast are one run; the offline engine extracts them burst by burst as the simulator
+    does (a burst closes at the third message after a high-signal one), so a record does not gather evidence
+    from every later message of the run: what is stored does not depend on how fast the messages came."""
+    from pipeline.offline import bursts
+
+    ana, ben, cara, dan = (f"{uuid.uuid4()}@wire.example" for _ in range(4))
+    channel = _channel_with(
+        [
+            ("q1", ana, "the cold store inspection is on the 20th and the compliance binder is nowhere", []),
+            ("q2", ben, "I'll put the compliance binder together by Thursday", []),
+            ("q3", ana, "thanks Ben", []),
+            ("q4", cara, "the forklift rota needs redoing too", []),
+            ("q5", dan, "agreed, it's a mess", []),
+            ("q6", cara, "I can redo the rota this week", []),
+            ("q7", ben, "compliance binder is mostly there, will finish it friday", []),
+            ("q8", dan, "nice", []),
+        ],
+        [(ana, "Ana Lopez", "ana"), (ben, "Ben Okafor", "ben"), (cara, "Cara Diaz", "cara"), (dan, "Dan Wu", "dan")],
+    )
+    for n in range(1, 9):
+        high = n in (2, 6)
+        receipts.mark_receipt(channel.channel_id, f"q{n}", outcome="pending_extract" if high else "routine", tier=1)
+        debounce.note_classified(channel.channel_id, f"q{n}")
+    read: list[tuple[list[str], list[str]]] = []
+    engine = bursts.extract_window
+
+    def spy(win, ctx, pending, **kwargs):
+        read.append(([m.id for m in win], sorted(pending)))
+        return engine(win, ctx, pending, **kwargs)
+
+    monkeypatch.setattr(bursts, "extract_window", spy)
+    extract.run(channel)
+    # Two bursts, each read with the one message after it (the engine's look-ahead), not one of eight.
+    assert read == [
+        (["q1", "q2", "q3", "q4", "q5", "q6"], ["q1", "q2", "q3", "q4", "q5"]),
+        (["q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8"], ["q6", "q7", "q8"]),
+    ]
+    binder = Action.objects.get(channel=channel, owner_id=ben)
+    # Ben's later word in the next burst moves nothing: it is not gathered into the action of the first.
+    assert binder.source_ref["wire_msg_ids"] == ["q2"] and binder.deadline.date().isoformat() == "2026-05-07"
+    assert Action.objects.filter(channel=channel, owner_id=cara).count() == 1
+    assert not MessageReceipt.objects.filter(channel_id=channel.channel_id, outcome="pending_extract").exists()
+
+
+def test_two_actions_read_with_the_next_runs_message_are_not_merged(jeeves_settings, redis_client):
+    """The message after a run's last pending one (read by the offline engine, extracted by the next run) is not
+    one an earlier run extracted: two actions of this run resting on it are two actions, not one continuing the
+    other."""
+    from pipeline.schemas import ExtractedAction, ExtractResult
+
+    ana, ben = (f"{uuid.uuid4()}@wire.example" for _ in range(2))
+    channel = _channel_with(
+        [
+            ("s1", ana, "I'll sort out the parking permits for the visitors", []),
+            ("s2", ben, "and I'll print the name badges for the open day", []),
+            ("s3", ana, "both of those by Wednesday please, the guest list is final", []),
+        ],
+        [(ana, "Ana Lopez", "ana"), (ben, "Ben Okafor", "ben")],
+    )
+    win = window.read(channel.channel_id)
+    result = ExtractResult(
+        actions=[
+            ExtractedAction(
+                description="Ana to sort out visitor parking permits.",
+                owner_id=ana,
+                source_msg_ids=["s1", "s3"],
+                confidence=0.9,
+            ),
+            ExtractedAction(
+                description="Ben to print the open day name badges.",
+                owner_id=ben,
+                source_msg_ids=["s2", "s3"],
+                confidence=0.9,
+            ),
+        ]
+    )
+    extract._write(channel, classify.build_context(channel), win, {"s1", "s2"}, result, "local", "offline")
+    stored = Action.objects.filter(channel=channel).order_by("created_at")
+    assert [a.owner_id for a in stored] == [ana, ben]
+    assert [a.source_ref["wire_msg_ids"] for a in stored] == [["s1", "s3"], ["s2", "s3"]]
+
+
+def test_a_reply_in_the_next_run_dates_the_request_of_the_burst_it_continues(jeeves_settings, redis_client):
+    """A request extracted alone (the chat's pace: one message a run) leaves its burst open; the owner's short reply
+    in the next run continues it, as if both had been one burst: the stored action gets the reply's date (not a
+    move, so before only the same run or the look-ahead could give it)."""
+    ana, ben = (f"{uuid.uuid4()}@wire.example" for _ in range(2))
+    people = [(ana, "Ana Lopez", "ana"), (ben, "Ben Okafor", "ben")]
+    channel = _channel_with(
+        [("t1", ana, "@ben could you collect the spare keys for the workshop from the landlord?", [ben])], people
+    )
+    receipts.mark_receipt(channel.channel_id, "t1", outcome="pending_extract", tier=1)
+    debounce.note_classified(channel.channel_id, "t1")
+    extract.run(channel)
+    [action] = Action.objects.filter(channel=channel)
+    assert action.owner_id == ben and action.deadline is None
+    assert debounce.open_burst(channel.channel_id) == (["t1"], 3)
+
+    sent = datetime(2026, 5, 4, 9, 7, tzinfo=UTC)
+    receipts.record_receipt(channel.channel_id, "t2", author_id=ben, sent_at=sent)
+    window.push(channel.channel_id, window.WindowMessage("t2", ben, sent, "sure, wednesday", []))
+    receipts.mark_receipt(channel.channel_id, "t2", outcome="pending_extract", tier=1)
+    debounce.note_classified(channel.channel_id, "t2")
+    extract.run(channel)
+    [action] = Action.objects.filter(channel=channel)  # continued, not a second one
+    assert action.source_ref["wire_msg_ids"] == ["t1", "t2"] and action.owner_id == ben
+    assert action.deadline.date().isoformat() == "2026-05-06"

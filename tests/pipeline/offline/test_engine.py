@@ -376,7 +376,7 @@ def test_the_simulator_stores_a_continuation_as_the_store_does() -> None:
 
     stored: list[ExtractedAction] = []
     _store_action(
-        stored, ExtractedAction(description="Ben to send the plan.", source_msg_ids=["m2"], confidence=0.9), {"m2"}
+        stored, ExtractedAction(description="Ben to send the plan.", source_msg_ids=["m2"], confidence=0.9), set()
     )
     again = ExtractedAction(
         description="Ben to send the plan.",
@@ -386,11 +386,13 @@ def test_the_simulator_stores_a_continuation_as_the_store_does() -> None:
         confidence=0.9,
         status="done",
     )
-    _store_action(stored, again, {"m3"})
+    _store_action(stored, again, {"m2"})  # the messages earlier bursts extracted
     [action] = stored
     assert action.source_msg_ids == ["m2", "m3"] and action.deadline == date(2026, 5, 7)
     assert action.status == "done" and action.owner_id == BEN.user_id
-    _store_action(stored, ExtractedAction(description="Cara to call.", source_msg_ids=["m5"], confidence=0.9), {"m5"})
+    _store_action(
+        stored, ExtractedAction(description="Cara to call.", source_msg_ids=["m5"], confidence=0.9), {"m2", "m3"}
+    )
     assert len(stored) == 2  # resting on no message extracted before: a new action
 
 
