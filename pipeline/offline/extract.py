@@ -577,8 +577,13 @@ def _signals(w: _Window, taken: set[int]) -> list[ExtractedSignal]:
 # ------------------------------------------------------------------------- entities and relationships
 
 
-def _relationships(w: _Window, actions: list[_Record]) -> list[ExtractedRelationship]:
+def _relationships(
+    w: _Window, actions: list[_Record], carried: frozenset[str] | set[str]
+) -> list[ExtractedRelationship]:
+    """What the burst's own messages say of how its entities relate (never a carried message's again: an earlier
+    run observed it)."""
     out: dict[tuple[str, str, str], ExtractedRelationship] = {}
+    own = [w.pending[i] and m.id not in carried for i, m in enumerate(w.msgs)]
 
     def add(source: str, target: str, kind: str, msg_id: str) -> None:
         key = (source.casefold(), target.casefold(), kind)
@@ -588,7 +593,7 @@ def _relationships(w: _Window, actions: list[_Record]) -> list[ExtractedRelation
             )  # type: ignore[arg-type]
 
     for action in actions:
-        if action.owner is None or not w.pending[action.anchor] or not action.owner.name:
+        if action.owner is None or not own[action.anchor] or not action.owner.name:
             continue
         for spotted in find_entities(w.msgs[action.anchor].text, w.ctx)[:6]:
             if spotted.type != "person":
@@ -599,7 +604,7 @@ def _relationships(w: _Window, actions: list[_Record]) -> list[ExtractedRelation
         (r"owns|is responsible for|maintains", "owns"),
     )
     for i, msg in enumerate(w.msgs):
-        if not w.pending[i]:
+        if not own[i]:
             continue
         spotted = find_entities(msg.text, w.ctx)
         if len(spotted) < 2:
@@ -619,10 +624,12 @@ def _relationships(w: _Window, actions: list[_Record]) -> list[ExtractedRelation
     return list(out.values())
 
 
-def _entities(w: _Window) -> list[ExtractedEntity]:
+def _entities(w: _Window, carried: frozenset[str] | set[str]) -> list[ExtractedEntity]:
+    """The entities the burst's own messages name: a carried message's were counted by the run that extracted it
+    (an entity's mention count is one per run that named it)."""
     seen: dict[str, Spotted] = {}
     for i, msg in enumerate(w.msgs):
-        if w.pending[i]:
+        if w.pending[i] and msg.id not in carried:
             for spotted in find_entities(msg.text, w.ctx):
                 seen.setdefault(spotted.name.casefold(), spotted)
     return [
@@ -754,7 +761,7 @@ def extract(
     return ExtractResult(
         decisions=decisions,
         actions=actions,
-        entities=_entities(w),
-        relationships=_relationships(w, found_actions),
+        entities=_entities(w, carried),
+        relationships=_relationships(w, found_actions, carried),
         signals=_signals(w, taken),
     )

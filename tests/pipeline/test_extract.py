@@ -574,3 +574,32 @@ def test_a_reply_in_the_next_run_dates_the_request_of_the_burst_it_continues(jee
     [action] = Action.objects.filter(channel=channel)  # continued, not a second one
     assert action.source_ref["wire_msg_ids"] == ["t1", "t2"] and action.owner_id == ben
     assert action.deadline.date().isoformat() == "2026-05-06"
+
+
+def test_a_burst_read_again_by_the_next_run_does_not_count_its_entities_twice(jeeves_settings, redis_client):
+    """The next run reads the open burst's messages again to continue its records; the entities those messages
+    name were counted by the run that extracted them (one mention per run that named it), not again."""
+    from knowledge.models import Entity
+
+    ana, ben = (f"{uuid.uuid4()}@wire.example" for _ in range(2))
+    people = [(ana, "Ana Lopez", "ana"), (ben, "Ben Okafor", "ben")]
+    channel = _channel_with(
+        [("e1", ana, "@ben could you book the Kestrel Lodge venue for the away day?", [ben])], people
+    )
+    receipts.mark_receipt(channel.channel_id, "e1", outcome="pending_extract", tier=1)
+    debounce.note_classified(channel.channel_id, "e1")
+    extract.run(channel)
+    counts = dict(
+        Entity.objects.filter(channel_ids__contains=[channel.channel_id]).values_list("name", "mention_count")
+    )
+    assert counts and set(counts.values()) == {1}, counts
+    assert debounce.open_burst(channel.channel_id)[0] == ["e1"]
+
+    sent = datetime(2026, 5, 4, 9, 7, tzinfo=UTC)
+    receipts.record_receipt(channel.channel_id, "e2", author_id=ben, sent_at=sent)
+    window.push(channel.channel_id, window.WindowMessage("e2", ben, sent, "sure, on it", []))
+    receipts.mark_receipt(channel.channel_id, "e2", outcome="pending_extract", tier=1)
+    debounce.note_classified(channel.channel_id, "e2")
+    extract.run(channel)
+    after = dict(Entity.objects.filter(channel_ids__contains=[channel.channel_id]).values_list("name", "mention_count"))
+    assert after == counts
