@@ -187,7 +187,16 @@ def _decisions(w: _Window) -> list[_Record]:
 def _decision_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
     ids = ([record.proposal] if record.proposal is not None else []) + record.evidence
     sources = [w.msgs[i].text for i in ids]
-    core_at = max(ids, key=lambda i: (w.scored.p("decision_ev", i) if i != record.proposal else 0.0, w.words(i)))
+    # The message that states it best by the `decision_ev` head, of those that say enough to restate (four content
+    # words): "None from me, approved." agrees to a decision, the message it agrees to states it.
+    core_at = max(
+        ids,
+        key=lambda i: (
+            len(restate.content_words(w.msgs[i].text)) >= 4,
+            w.scored.p("decision_ev", i) if i != record.proposal else 0.0,
+            w.words(i),
+        ),
+    )
     if record.proposal is not None:
         core_at = record.proposal
     best, also, after = _core(w, core_at)
@@ -358,6 +367,12 @@ def _referent(w: _Window, record: _Record, phrase: str) -> tuple[int, str] | Non
     candidates = [(first, " ".join(parts[:said_at]))] if said_at else []
     if first > 0:
         candidates.append((first - 1, w.msgs[first - 1].text))
+    return _gist_of(w, candidates)
+
+
+def _gist_of(w: _Window, candidates: list[tuple[int, str]]) -> tuple[int, str] | None:
+    """The first of `candidates` (a message index and what it said) that says enough (four content words),
+    restated in a few words (`restate.gist`)."""
     for at, said in candidates:
         if len(restate.content_words(said)) >= 4:
             if kept := restate.gist(said, w.name(w.msgs[at].author_id)):
@@ -365,12 +380,48 @@ def _referent(w: _Window, record: _Record, phrase: str) -> tuple[int, str] | Non
     return None
 
 
+# Closed-class words that point at what the context says ("that one is yours", "same for me", "do it").
+_POINTING = frozenset("one ones yours mine theirs ours his hers same thing things done".split())
+# A terse record's context: the messages before it that it may answer, nearest first.
+ANSWERED_BACK = 3
+
+
+def _says_little(w: _Window, text: str) -> bool:
+    """Does a record's `text` say at most one word of its own: no more than one content word that is not a
+    member's name or a word that points at the context ("Ana to do.", "That one is yours.", "Ben to approve.")?"""
+    names = {part.casefold() for m in w.ctx.members for part in [*(m.name or "").split(), m.handle or ""] if part}
+    own = [x for x in restate.content_words(text) if x not in names and x not in _POINTING]
+    return len(own) <= 1
+
+
+def _answered(w: _Window, record: _Record, text: str) -> tuple[int, str] | None:
+    """What a terse record (`_says_little`) is about: the nearest of the `ANSWERED_BACK` messages before it by
+    someone else that says enough (the proposal or request its message agrees to or takes on: "I'll implement"
+    after "we should send deprecation headers on v1"), else the rest of its own message (what follows the clause
+    its text restates: "@ana that one is yours — a call with each regional lead"). Of a message, the sentence
+    with the most content words."""
+    a = record.anchor
+    said = set(restate.content_words(text))
+    pieces = [p for part in restate.sentences(w.msgs[a].text) for p in re.split(r"\s[-\u2013\u2014]\s|;", part)]
+    rest = [(a, p) for p in pieces if not set(restate.content_words(p)) & said]
+    before = [
+        (i, max(restate.sentences(w.msgs[i].text) or [""], key=lambda p: len(restate.content_words(p))))
+        for i in range(a - 1, max(-1, a - 1 - ANSWERED_BACK), -1)
+        if w.msgs[i].author_id != w.msgs[a].author_id
+    ]
+    return _gist_of(w, before + rest)
+
+
 def _action_text(w: _Window, record: _Record) -> tuple[str, list[int]]:
     """The action restated, and the indices of the messages it rests on: its evidence, and the message its
     pronoun refers to when the text says what that was ("Omar to order them (spare batteries for the scanners)")."""
     text, sources = _said_task(w, record)
     pronoun_task = _PRONOUN_TASK.match(text)
-    if not pronoun_task or (referent := _referent(w, record, pronoun_task.group(1))) is None:
+    if pronoun_task:
+        referent = _referent(w, record, pronoun_task.group(1))
+    else:
+        referent = _answered(w, record, text) if text and _says_little(w, text) else None
+    if referent is None:
         return text, record.evidence
     at, said = referent
     fitted = restate.fit(f"{text.rstrip('.')} ({said})", [*sources, w.msgs[at].text])

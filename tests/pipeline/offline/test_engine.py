@@ -647,3 +647,29 @@ def test_a_decision_after_a_lead_in_sentence_is_restated_from_the_sentence_that_
     assert "riverside hall" in decision.summary.lower(), decision.summary
     assert "rang" not in decision.summary.lower(), decision.summary  # the lead-in is not the decision
     assert kept_share(decision.summary, msgs[2].text) <= MAX_SHARE
+
+
+def test_a_terse_commitment_says_what_it_takes_on_from_the_message_it_answers() -> None:
+    # "I'll implement" names no object: the proposal it takes on is what the record is about.
+    msgs = window(
+        (CARA, "we ought to add a retry budget to the invoice exporter so the nightly run stops flapping"),
+        (BEN, "I'll implement"),
+    )
+    [action] = actions_on(msgs, "m2")
+    assert action.description.startswith("Ben to implement"), action.description
+    assert "retry budget" in action.description.lower(), action.description
+    assert action.source_msg_ids == ["m1", "m2"]
+    assert longest_common_run(action.description, [m.text for m in msgs]) < 10
+    # A request that only points ("this one is yours") takes its content from the question it answers.
+    msgs = window(
+        (CARA, "who tells the night crew about the new cold-store alarms?"),
+        (ANA, "@ben this one is yours — a short walkthrough for them by Friday please"),
+        (BEN, "sure, will do"),
+    )
+    [action] = actions_on(msgs, "m2")
+    assert "night crew" in action.description.lower(), action.description
+    assert "m1" in action.source_msg_ids, action
+    # A short task that names its object needs nothing more.
+    msgs = window((CARA, "the cold-store alarm panel beeps all night"), (ANA, "I'll silence the panel"))
+    [action] = actions_on(msgs, "m2")
+    assert "(" not in action.description and action.source_msg_ids == ["m2"], action
