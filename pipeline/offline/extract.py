@@ -380,7 +380,7 @@ def _gist_of(w: _Window, candidates: list[tuple[int, str]]) -> tuple[int, str] |
     return None
 
 
-# Closed-class words that point at what the context says ("that one is yours", "same for me", "do it").
+# Closed-class words that point at what the context says ("this part is yours", "same for me", "do it").
 _POINTING = frozenset("one ones yours mine theirs ours his hers same thing things done".split())
 # A terse record's context: the messages before it that it may answer, nearest first.
 ANSWERED_BACK = 3
@@ -388,7 +388,7 @@ ANSWERED_BACK = 3
 
 def _says_little(w: _Window, text: str) -> bool:
     """Does a record's `text` say at most one word of its own: no more than one content word that is not a
-    member's name or a word that points at the context ("Ana to do.", "That one is yours.", "Ben to approve.")?"""
+    member's name or a word that points at the context ("Ana to do.", "This part is yours.", "Ben to approve.")?"""
     names = {part.casefold() for m in w.ctx.members for part in [*(m.name or "").split(), m.handle or ""] if part}
     own = [x for x in restate.content_words(text) if x not in names and x not in _POINTING]
     return len(own) <= 1
@@ -398,7 +398,7 @@ def _answered(w: _Window, record: _Record, text: str) -> tuple[int, str] | None:
     """What a terse record (`_says_little`) is about: the nearest of the `ANSWERED_BACK` messages before it by
     someone else that says enough (the proposal or request its message agrees to or takes on: "I'll implement"
     after "we should send deprecation headers on v1"), else the rest of its own message (what follows the clause
-    its text restates: "@ana that one is yours — a call with each regional lead"). Of a message, the sentence
+    its text restates: "@ana this part is yours — a call with each shop manager"). Of a message, the sentence
     with the most content words."""
     a = record.anchor
     said = set(restate.content_words(text))

@@ -549,6 +549,20 @@ def test_two_actions_read_with_the_next_runs_message_are_not_merged(jeeves_setti
     assert [a.source_ref["wire_msg_ids"] for a in stored] == [["s1", "s3"], ["s2", "s3"]]
 
 
+def _arrives(channel: ChannelConfig, wire_msg_id: str, author: str, text: str, *, minute: int) -> None:
+    """A message into the channel's window, sent at `minute` past nine on the Monday of `_channel_with`."""
+    sent = datetime(2026, 5, 4, 9, minute, tzinfo=UTC)
+    receipts.record_receipt(channel.channel_id, wire_msg_id, author_id=author, sent_at=sent)
+    window.push(channel.channel_id, window.WindowMessage(wire_msg_id, author, sent, text, []))
+
+
+def _extracted_alone(channel: ChannelConfig, wire_msg_id: str) -> None:
+    """The message classified and extracted in a run of its own (a chat's pace)."""
+    receipts.mark_receipt(channel.channel_id, wire_msg_id, outcome="pending_extract", tier=1)
+    debounce.note_classified(channel.channel_id, wire_msg_id)
+    extract.run(channel)
+
+
 def test_a_reply_in_the_next_run_dates_the_request_of_the_burst_it_continues(jeeves_settings, redis_client):
     """A request extracted alone (the chat's pace: one message a run) leaves its burst open; the owner's short reply
     in the next run continues it, as if both had been one burst: the stored action gets the reply's date (not a
@@ -558,19 +572,13 @@ def test_a_reply_in_the_next_run_dates_the_request_of_the_burst_it_continues(jee
     channel = _channel_with(
         [("t1", ana, "@ben could you collect the spare keys for the workshop from the landlord?", [ben])], people
     )
-    receipts.mark_receipt(channel.channel_id, "t1", outcome="pending_extract", tier=1)
-    debounce.note_classified(channel.channel_id, "t1")
-    extract.run(channel)
+    _extracted_alone(channel, "t1")
     [action] = Action.objects.filter(channel=channel)
     assert action.owner_id == ben and action.deadline is None
     assert debounce.open_burst(channel.channel_id) == (["t1"], 3)
 
-    sent = datetime(2026, 5, 4, 9, 7, tzinfo=UTC)
-    receipts.record_receipt(channel.channel_id, "t2", author_id=ben, sent_at=sent)
-    window.push(channel.channel_id, window.WindowMessage("t2", ben, sent, "sure, wednesday", []))
-    receipts.mark_receipt(channel.channel_id, "t2", outcome="pending_extract", tier=1)
-    debounce.note_classified(channel.channel_id, "t2")
-    extract.run(channel)
+    _arrives(channel, "t2", ben, "sure, wednesday", minute=7)
+    _extracted_alone(channel, "t2")
     [action] = Action.objects.filter(channel=channel)  # continued, not a second one
     assert action.source_ref["wire_msg_ids"] == ["t1", "t2"] and action.owner_id == ben
     assert action.deadline.date().isoformat() == "2026-05-06"
@@ -584,22 +592,16 @@ def test_a_burst_read_again_by_the_next_run_does_not_count_its_entities_twice(je
     ana, ben = (f"{uuid.uuid4()}@wire.example" for _ in range(2))
     people = [(ana, "Ana Lopez", "ana"), (ben, "Ben Okafor", "ben")]
     channel = _channel_with(
-        [("e1", ana, "@ben could you book the Kestrel Lodge venue for the away day?", [ben])], people
+        [("e1", ana, "@ben could you book the Harrow Lodge venue for the away day?", [ben])], people
     )
-    receipts.mark_receipt(channel.channel_id, "e1", outcome="pending_extract", tier=1)
-    debounce.note_classified(channel.channel_id, "e1")
-    extract.run(channel)
+    _extracted_alone(channel, "e1")
     counts = dict(
         Entity.objects.filter(channel_ids__contains=[channel.channel_id]).values_list("name", "mention_count")
     )
     assert counts and set(counts.values()) == {1}, counts
     assert debounce.open_burst(channel.channel_id)[0] == ["e1"]
 
-    sent = datetime(2026, 5, 4, 9, 7, tzinfo=UTC)
-    receipts.record_receipt(channel.channel_id, "e2", author_id=ben, sent_at=sent)
-    window.push(channel.channel_id, window.WindowMessage("e2", ben, sent, "sure, on it", []))
-    receipts.mark_receipt(channel.channel_id, "e2", outcome="pending_extract", tier=1)
-    debounce.note_classified(channel.channel_id, "e2")
-    extract.run(channel)
+    _arrives(channel, "e2", ben, "sure, on it", minute=7)
+    _extracted_alone(channel, "e2")
     after = dict(Entity.objects.filter(channel_ids__contains=[channel.channel_id]).values_list("name", "mention_count"))
     assert after == counts
