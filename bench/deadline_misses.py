@@ -35,14 +35,18 @@ def _engines(convs: list[corpus.Conversation], folder: Path):
         return {c.id: engine for c in convs}
     _, meta = artefacts.load(model.NAME)
     data = learn.Data(convs)
-    folds, _, _, thresholds1, thresholds2 = learn.fold_engines(data, meta.get("seed", 0))
-    by_conv = {}
+    seed = meta.get("seed", 0)
+    folds, _, _, thresholds1, thresholds2 = learn.fold_engines(data, seed)
+    by_index = {}
     for engine, test_rows in folds:
         engine.tier1.thresholds, engine.tier2.thresholds = thresholds1.copy(), thresholds2.copy()
-        engine.params = {**model.DEFAULT_PARAMS, **meta.get("params", {})}
         for k in sorted(set(data.groups[test_rows])):
-            by_conv[convs[int(k)].id] = engine
-    return by_conv
+            by_index[int(k)] = engine
+    learn.fit_fold_joins(convs, data, folds, by_index, seed)  # as `jeeves train` fits each fold's join
+    for engine in by_index.values():
+        engine.params = {**model.DEFAULT_PARAMS, **meta.get("params", {})}
+        engine.join.threshold = meta.get("join", {}).get("threshold", engine.join.threshold)
+    return {convs[k].id: engine for k, engine in by_index.items()}
 
 
 def main() -> None:

@@ -222,6 +222,21 @@ def join_pairs(conv: Conversation, engine: model.Engine) -> tuple[np.ndarray, np
     return np.asarray(rows, dtype=np.float64).reshape(-1, len(model.JOIN_FEATURES)), np.asarray(targets, dtype=int)
 
 
+def fit_fold_joins(
+    train: list[Conversation], data: Data, fold_heads: list, by_conv: dict[int, model.Engine], seed: int
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """The learned join of each fold engine (`fold_heads`; `by_conv`: conversation index → its fold engine):
+    fitted on the join pairs of the other folds' conversations, each scored by its own fold engine (opening at the
+    lowest anchor scale tried, so every record tried has its pairs). Returns every conversation's pairs."""
+    for engine in by_conv.values():
+        engine.params = {**model.DEFAULT_PARAMS, "decision_anchor_scale": min(SCALES)}
+    pairs = {k: join_pairs(conv, by_conv[k]) for k, conv in enumerate(train)}
+    for engine, test_rows in fold_heads:
+        held_out = set(data.groups[test_rows].tolist())
+        engine.join = fit_join([p for k, p in pairs.items() if k not in held_out], seed)
+    return pairs
+
+
 def fit_join(pairs: list[tuple[np.ndarray, np.ndarray]], seed: int, threshold: float = 0.5) -> model.Join:
     """The learned join fitted on `pairs` (`join_pairs` of some conversations)."""
     x = np.vstack([p[0] for p in pairs])
@@ -242,14 +257,7 @@ def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict
         engine.tier1.thresholds, engine.tier2.thresholds = thresholds1.copy(), thresholds2.copy()
         for k in sorted(set(data.groups[test_rows])):
             by_conv[int(k)] = engine
-    # The learned join of each fold: fitted on the join pairs of the other folds' conversations, each scored by
-    # its own fold engine (opening at the lowest anchor scale tried, so every record tried has its pairs).
-    for engine in by_conv.values():
-        engine.params = {**model.DEFAULT_PARAMS, "decision_anchor_scale": min(SCALES)}
-    pairs = {k: join_pairs(conv, by_conv[k]) for k, conv in enumerate(train)}
-    for engine, test_rows in fold_heads:
-        held_out = set(data.groups[test_rows].tolist())
-        engine.join = fit_join([p for k, p in pairs.items() if k not in held_out], seed)
+    pairs = fit_fold_joins(train, data, fold_heads, by_conv, seed)
 
     # Anchor thresholds are chosen per message; a record needs only one of its messages, so another
     # threshold may find records better. Decisions and actions are built apart: each gets its best scale
