@@ -147,12 +147,16 @@ def record_decision(
     )
 
 
+def _resting(model: type[models.Model], channel: ChannelConfig, msg_ids: Sequence[str], first_by: str):
+    """The channel's records of `model` resting on one of `msg_ids`, earliest (by `first_by`) first."""
+    return model.objects.filter(channel=channel, source_ref__wire_msg_ids__has_any_keys=list(msg_ids)).order_by(
+        first_by
+    )
+
+
 def _continued(model: type[models.Model], channel: ChannelConfig, msg_ids: Sequence[str], first_by: str):
     """The channel's earliest record of `model` (by `first_by`) resting on one of `msg_ids`, or None."""
-    if not msg_ids:
-        return None
-    resting = model.objects.filter(channel=channel, source_ref__wire_msg_ids__has_any_keys=list(msg_ids))
-    return resting.order_by(first_by).first()
+    return _resting(model, channel, msg_ids, first_by).first() if msg_ids else None
 
 
 def continue_decision(channel: ChannelConfig, *, source: dict, continues_ids: Sequence[str]) -> Decision | None:
@@ -246,11 +250,7 @@ def record_action(
     alone = True
     if existing is None and continues_ids:
         # Of the actions resting on those messages (a request shared out makes several), the owner's own.
-        resting = list(
-            Action.objects.filter(channel=channel, source_ref__wire_msg_ids__has_any_keys=list(continues_ids)).order_by(
-                "created_at"
-            )[:10]
-        )
+        resting = list(_resting(Action, channel, continues_ids, "created_at")[:10])
         mine = [a for a in resting if draft.owner_id and a.owner_id == draft.owner_id]
         existing, alone = (mine or resting or [None])[0], len(resting) == 1
     if existing is not None:

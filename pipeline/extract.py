@@ -281,7 +281,7 @@ def _write(
     # What a record continues: the messages earlier runs extracted. Not the pending ones (this run's), nor those
     # after the last pending one (the offline engine reads `offline.LOOKAHEAD` of them; the next run's): an action
     # resting on such a message with another of this run's records would be merged into it as its continuation
-    # (dev, bursts of 15: "I'll ping the marketing folks" joined "I'll write the postmortem" by the next message).
+    # (two self-commitments of one run, each read with the same next message, became one record).
     last = max((k for k, m in enumerate(win) if m.id in pending), default=-1)
     extracted = {m.id for m in win[:last]} - pending
 

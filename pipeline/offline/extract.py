@@ -396,8 +396,8 @@ def _says_little(w: _Window, text: str) -> bool:
 
 def _answered(w: _Window, record: _Record, text: str) -> tuple[int, str] | None:
     """What a terse record (`_says_little`) is about: the nearest of the `ANSWERED_BACK` messages before it by
-    someone else that says enough (the proposal or request its message agrees to or takes on: "I'll implement"
-    after "we should send deprecation headers on v1"), else the rest of its own message (what follows the clause
+    someone else that says enough (the proposal or request its message agrees to or takes on: "I'll build"
+    after "we could cache the tariff table per region"), else the rest of its own message (what follows the clause
     its text restates: "@ana this part is yours — a call with each shop manager"). Of a message, the sentence
     with the most content words."""
     a = record.anchor

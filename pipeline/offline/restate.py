@@ -683,4 +683,4 @@ def fit(text: str, sources: Iterable[str], max_share: float = MAX_SHARE) -> str:
 
 
 def _facts(tokens: list[str]) -> int:
-    return sum(_is_fact(word.strip(".,;:!?()\"'")) for word in tokens)
+    return sum(_is_fact(word) for word in _knowledge(tokens))
