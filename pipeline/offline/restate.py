@@ -563,11 +563,16 @@ def _droppable_before(word: str, following: str) -> bool:
         return False
     if word in _LINKING:  # only before a figure or a date, as headlines do ("brownouts 18 August")
         return _is_fact(nxt)
-    if word in _HAVE:
-        return nxt not in _NOT_AFTER_AUX and nxt.endswith(("ed", "en", "ne", "wn"))
+    if word in _HAVE:  # an auxiliary before a participle; "have" as a verb of its own ("have one") stays
+        return nxt not in _NOT_AFTER_AUX and _is_form(nxt, ("VBN",))
     if word in _BE:
         return nxt.isalpha() and nxt not in _NOT_AFTER_AUX
     return True
+
+
+def _is_form(word: str, tags: tuple[str, ...]) -> bool:
+    """Is `word` one of the forms `tags` (Penn tags: VBN, VBG) of some verb, by lemminflect's dictionary?"""
+    return any(word in getInflection(lemma, tag) for lemma in getAllLemmas(word).get("VERB", ()) for tag in tags)
 
 
 # Prepositions before a figure or a date go too, as in a headline ("newsletter scheduled 14 May"), but only where
