@@ -77,6 +77,15 @@ _PRONOUNS = [
 _DANGLING_SEPARATORS = re.compile(r"([:;,])(?:\s+[:;,\u2013\u2014-](?=\s|$))+")
 
 
+# A request's "please" is manners, not content: "Ben, please send the memo" → "Ben, send the memo", "… tonight
+# please." → "… tonight.", "please note that X" → "X". The verb ("to please the board") stays.
+_POLITE = re.compile(
+    r"(?:(?<!\bto )\b(?:(?:please|pls) note(?: that)?|please|pls|plz)\b[,!]?|\b(?:please|pls|plz)[,!])\s+(?=\S)",
+    re.IGNORECASE,
+)
+_POLITE_END = re.compile(r",?\s*\b(?:please|pls|plz)\b[!]?(?=\s*(?:[.!?;)]|$))", re.IGNORECASE)
+
+
 def clean(text: str) -> str:
     """The message without links, emoji, leading chat filler and stray whitespace."""
     text = _CONTROL.sub(" ", (text or "").replace("\u2019", "'"))
@@ -272,7 +281,7 @@ _DANGLING = {
     "till", "since", "like", "vs", "was", "were", "has", "have", "had", "been", "being", "do", "does", "did",
     "they", "he", "she", "his", "her", "them", "who", "whose", "when", "where", "while", "because", "without",
     "within", "between", "across", "against", "around", "during", "more", "less", "most",
-    "every", "each", "incl", "incl.", "including", "e.g.", "i.e.",
+    "every", "each", "incl", "incl.", "including", "e.g.", "i.e.", "next",
 }  # fmt: skip
 _STOP = frozenset(
     """a an the and or but if then of to in on at for with by from is are was were be been it its this that we our us
@@ -529,6 +538,11 @@ def trim(tokens: list[str]) -> list[str]:
         or not re.search(r"\w", tokens[-1])
         or re.search(r"\w['\u2019]s[,;:]?$", tokens[-1])  # "into Farah's": the thing owned was cut
         or re.search(r"\w['\u2019](?:re|ll|ve|m|d)[,;:]?$", tokens[-1])  # "…, they're": what they are was cut
+        or (  # "… by end" once "of the month" was cut: the date is the record's deadline, not half a phrase
+            len(tokens) > 1
+            and tokens[-1].casefold().strip(",;:.") == "end"
+            and tokens[-2].casefold() in {"by", "the", "until", "till", "at", "before"}
+        )
     ):
         tokens = tokens[:-1]
     if tokens:
@@ -669,6 +683,7 @@ def fit(text: str, sources: Iterable[str], max_share: float = MAX_SHARE) -> str:
             kept_share(candidate, s) <= max_share for s in long_sources
         )
 
+    text = _POLITE_END.sub("", _POLITE.sub("", text))
     tokens = trim(text.split()[:MAX_WORDS])
     if len(tokens) > 2 and not fits(tokens):
         tokens = trim(_compress(tokens, fits))

@@ -271,3 +271,17 @@ def test_a_second_sentence_of_a_decision_is_restated_beside_it_when_the_record_c
     first, _, last = sentences(long)
     # no three words of the second would fit within the record's share of the message: the first alone
     assert decision(first, "Tomasz", [long], also=last) == decision(first, "Tomasz", [long])
+
+
+def test_a_requests_please_is_manners_not_part_of_the_record() -> None:
+    assert fit("Noor, please move the kiln firing to Thursday morning please.", []) == (
+        "Noor, move the kiln firing to Thursday morning."
+    )
+    assert fit("Please note that the loading bay shuts at four on Fridays.", []) == (
+        "The loading bay shuts at four on Fridays."
+    )
+    assert "to please the landlord" in fit("It is hard to please the landlord about the fence.", [])
+
+
+def test_a_cut_does_not_end_on_half_a_deadline_phrase() -> None:
+    assert trim("Ines to repaint the stairwell by end of next".split()) == "Ines to repaint the stairwell".split()
