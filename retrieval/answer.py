@@ -215,14 +215,22 @@ class _Speaker:
             return self.decision(record, form)
         return self.note(record)
 
-    def support(self, record: Record) -> str:
-        """A supporting record in one sentence, said as what it adds to the lead."""
+    def support(self, record: Record, lead: Record | None = None) -> str:
+        """A supporting record in one sentence, said as what it adds to the lead: a decision beside a decision
+        in time order ("Later, on …" / "Earlier, on …"), so the asker sees which came after which."""
         if record.type == "signal" and record.status == "blocker":
             who = self.said_by(record)
             by = f", raised by {who}" if who else ""
             return f"One notes a blocker on {self.date(record.occurred_at)}{by}: {_sentence(record.text)}."
         if record.type == "decision":
-            return f"Also decided, on {self.date(record.occurred_at)}: {_sentence(record.text)}{self.ref(record)}."
+            when = "Also decided"
+            if (
+                lead is not None
+                and lead.type == "decision"
+                and self.date(record.occurred_at) != self.date(lead.occurred_at)
+            ):
+                when = "Later" if record.occurred_at > lead.occurred_at else "Earlier"
+            return f"{when}, on {self.date(record.occurred_at)}: {_sentence(record.text)}{self.ref(record)}."
         if record.type == "action":
             return f"Also on record: {self.action(record, 'what')}"
         return self.note(record)
@@ -316,7 +324,7 @@ def offline_answer(
         if doubt := _doubt(lead):
             sentences.append(doubt)
     others = [next(r for r in pair if r.key != lead.key) for pair in contradictions]
-    sentences.extend(speaker.support(r) for r in rest if r not in others)
+    sentences.extend(speaker.support(r, lead) for r in rest if r not in others)
     for other in others:
         sentences.append(
             f"{CONTRADICTION} {other.cite_id} ({speaker.date(other.occurred_at)}): {_sentence(other.text)}. "

@@ -140,6 +140,15 @@ def test_temporal_answer_gives_the_current_state_then_what_changed():
     assert "Since the 9th of March: Invoices are kept for ten years" in original
 
 
+def test_a_decision_cited_beside_another_says_whether_it_came_later_or_earlier():
+    later = answer("What did we decide about invoices?", [KEEP, KEEP_LONGER])
+    assert "Later, on the 9th of March: Invoices are kept for ten years" in later
+    earlier = answer("What did we decide about invoices?", [KEEP_LONGER, KEEP])
+    assert "Earlier, on the 3rd of March: Invoices older than seven years" in earlier
+    same_day = rec("decision", 6, "Scanned invoices are shredded after upload")
+    assert "Also decided, on the 3rd of March: Scanned invoices" in answer("Invoices?", [KEEP, same_day])
+
+
 def test_contradicting_decisions_are_named_gently():
     rival = rec("decision", 7, "Invoices are deleted after five years", at=datetime(2026, 3, 12, tzinfo=UTC))
     text = answer("How long do we keep invoices?", [KEEP, rival], contradictions=[(rival, KEEP)])
