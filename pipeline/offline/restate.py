@@ -699,7 +699,21 @@ def fit(text: str, sources: Iterable[str], max_share: float = MAX_SHARE) -> str:
         unlabelled = _cut_to_fit(list(rest), fits) if len(rest) >= 3 else []
         if not _facts(label.group(1).split()) and _facts(unlabelled) >= _facts(kept) + 2:
             whole, kept = rest, unlabelled
-    return sentence(" ".join(_clause_end(kept, whole[len(kept) :]))) if kept else ""
+    return sentence(_balanced(" ".join(_clause_end(kept, whole[len(kept) :])))) if kept else ""
+
+
+def _balanced(text: str) -> str:
+    """`text` without a quotation a cut left open (`… all "can't.` → `… all`) when enough is left before it, else
+    without the lone mark; a quotation whose opening was cut loses its closing mark (`hard refresh".` → `hard
+    refresh.`). (A parenthesis left open is closed by the caller that opened it: `extract._action_text`.)"""
+    marks = [i for i, c in enumerate(text) if c == '"']
+    if len(marks) % 2 == 0:
+        return text
+    at = marks[-1]
+    if at == 0 or text[at - 1].isspace():  # it opens what the cut ended
+        head = trim(text[:at].split())
+        return " ".join(head) if len(head) >= 3 else text[:at] + text[at + 1 :]
+    return text[:at] + text[at + 1 :]  # it closes what the cut began after
 
 
 def _facts(tokens: list[str]) -> int:

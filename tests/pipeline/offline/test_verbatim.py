@@ -285,3 +285,10 @@ def test_a_requests_please_is_manners_not_part_of_the_record() -> None:
 
 def test_a_cut_does_not_end_on_half_a_deadline_phrase() -> None:
     assert trim("Ines to repaint the stairwell by end of next".split()) == "Ines to repaint the stairwell".split()
+
+
+def test_a_cut_leaves_no_quotation_open() -> None:
+    source = 'The courier dropped 6 crates at the wrong dock again, the driver said "not my route, call the office".'
+    fitted = fit(source, [source])
+    assert fitted.count('"') % 2 == 0
+    assert "6 crates" in fitted
