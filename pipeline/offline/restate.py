@@ -210,7 +210,8 @@ def sentence(text: str) -> str:
     if not text:
         return text
     first = text.split(" ", 1)[0]
-    if not any(c.isupper() for c in first[1:]):  # "iOS", "eBay", "macOS" keep their case
+    # "iOS", "eBay", "macOS" keep their case, and so do identifiers ("orders_daily", "api.example.org", "`make`")
+    if not any(c.isupper() for c in first[1:]) and not re.search(r"_|\w\.\w|^`", first):
         text = text[0].upper() + text[1:]
     return text if text.endswith((".", "…", "?")) else text + "."
 

@@ -292,3 +292,9 @@ def test_a_cut_leaves_no_quotation_open() -> None:
     fitted = fit(source, [source])
     assert fitted.count('"') % 2 == 0
     assert "6 crates" in fitted
+
+
+def test_a_record_opening_on_an_identifier_keeps_its_case() -> None:
+    assert sentence("nightly_rollup timed out twice this week") == "nightly_rollup timed out twice this week."
+    assert sentence("status.acme.test shows the old banner") == "status.acme.test shows the old banner."
+    assert sentence("the rollup timed out") == "The rollup timed out."
