@@ -206,7 +206,7 @@ def first_name(full: str) -> str:
 
 
 def sentence(text: str) -> str:
-    text = text.strip(" ,;:-")
+    text = text.strip(" ,;:-\u2013\u2014")  # a dash a cut or a list left at either end
     if not text:
         return text
     first = text.split(" ", 1)[0]
