@@ -142,10 +142,20 @@ class _Speaker:
         if form == "when":
             return f"By {self.date(due)}: {core}." if due else f"No date was set: {core}."
         when = f", by {self.date(due)}" if due and not self.names_day(record.text, due) else ""
+        if when:
+            core, when = self.relative_due(core, due, when)
         if when and (weekday := self.weekday_said(core, due)):
             # "by Friday (ACT-0004), by the 13th of March" reads as two dates: "by Friday the 13th of March".
             core, when = core[: weekday.end()] + f" {self.date(due)}" + core[weekday.end() :], ""
         return f"{'That is still open: ' if form == 'status' else ''}{core}{when}."
+
+    def relative_due(self, text: str, due: datetime, when: str) -> tuple[str, str]:
+        """`text` and `when` (", by <date>") with a deadline said relative to its day ("by end of next week",
+        "by EOD", "today") replaced by the date it stood for, and `when` then empty; else both unchanged."""
+        relative = _RELATIVE_DUE.search(text)
+        if relative is None:
+            return text, when
+        return text[: relative.start()] + f"by {self.date(due)}" + text[relative.end() :], ""
 
     def weekday_said(self, text: str, moment: datetime) -> re.Match[str] | None:
         """Where `text` says the deadline's weekday after "by"/"on"/"until"/"before" ("by Friday", "by next
@@ -234,6 +244,15 @@ class _Speaker:
         if record.type == "action":
             return f"Also on record: {self.action(record, 'what')}"
         return self.note(record)
+
+
+# A deadline said relative to the day it was said ("by end of next week", "by EOD", "today"): read later, it
+# means nothing, so the answer says the date it stood for in its place.
+_RELATIVE_DUE = re.compile(
+    r"\b(?:(?:by|before|until|till)\s+)?(?:(?:the\s+)?end of (?:the\s+)?(?:(?:next|this)\s+)?(?:day|week|month)"
+    r"|(?:by|before|until|till)\s+(?:eod|eob|cob|eow|(?:next|this) week)|today|tonight|tomorrow)\b",
+    re.IGNORECASE,
+)
 
 
 _ORIGINAL = re.compile(r"\b(original(ly)?|before|previous(ly)?|at first|used to|first plan)\b", re.I)
@@ -387,6 +406,8 @@ def listing(plan: QueryPlan, records: Sequence[Record], setting: Setting) -> Ans
         when = f", by {speaker.date(due)}" if due and record.status != "done" else ""
         task = speaker.task(record)
         said = f"to {task}" if one and task else _clause(record.text)
+        if when:
+            said, when = speaker.relative_due(said, due, when)
         items.append(f"{said}{speaker.ref(record)}{when}")
     if one:
         owner = next(iter(owners))

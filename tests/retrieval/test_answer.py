@@ -17,6 +17,7 @@ from retrieval.answer import (
     Setting,
     cite,
     form_of,
+    listing,
     offline_answer,
     unchecked,
 )
@@ -101,6 +102,17 @@ def test_a_weekday_the_task_names_gets_the_date_beside_it_instead_of_a_second_de
         assert f"{said} the 13th of March" in first and first.count("13th") == 1, first
     other = dataclasses.replace(MIGRATE, text="Nadia to move the invoice archive onto cold storage by Monday")
     assert "by Monday (ACT-0004), by the 13th of March" in first_sentence(answer("Who is moving it?", [other]))
+
+
+def test_a_deadline_said_relative_to_its_day_is_answered_with_the_date_in_its_place():
+    for said in ("by end of next week", "by EOD", "today", "by the end of the month"):
+        named = dataclasses.replace(MIGRATE, text=f"Nadia to move the invoice archive onto cold storage {said}")
+        first = first_sentence(answer("Who is moving the invoice archive?", [named]))
+        assert "onto cold storage by the 13th of March (ACT-0004)." in first, first
+    named = dataclasses.replace(MIGRATE, text="Nadia to move the invoice archive onto cold storage by EOD")
+    listed = listing(QueryPlan(record_types=["action"], owner_ids=["u1@x"]), [named], HERE).text
+    assert "to move the invoice archive onto cold storage by the 13th of March (ACT-0004)" in listed, listed
+    assert listed.count("13th") == 1
 
 
 def test_dates_are_the_asking_channel_s_days():
