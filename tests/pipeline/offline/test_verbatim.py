@@ -298,6 +298,9 @@ def test_a_record_opening_on_an_identifier_keeps_its_case() -> None:
     assert sentence("nightly_rollup timed out twice this week") == "nightly_rollup timed out twice this week."
     assert sentence("status.acme.test shows the old banner") == "status.acme.test shows the old banner."
     assert sentence("the rollup timed out") == "The rollup timed out."
+
+
+def test_a_sentence_has_no_dash_left_at_either_end() -> None:
     assert (
         sentence("\u2014 Ilse takes the night shift, Ravi the weekend \u2013")
         == "Ilse takes the night shift, Ravi the weekend."
