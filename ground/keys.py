@@ -106,6 +106,20 @@ CLAIM_CHECK = Family(
     ttl_setting="JEEVES_QUEUE_TTL_S",
 )
 
+WINDOW_VECTORS = Family(
+    name="window-vectors",
+    prefix="jeeves:window-vectors:",
+    parts=("channel_id",),
+    type="hash",
+    text=False,
+    holds="wire_msg_id -> a digest of the message's text and its bundled MiniLM vector (384 float32); never the text",
+    owner="pipeline/window.py",
+    description="Tier 1's vectors of window messages, read by the offline engine's Tier 2 instead of embedding the "
+    "messages again; pruned to the window's messages by each extraction run, removed with them from the window",
+    ttl=lambda: _cfg().window_max_age_s,
+    ttl_setting="JEEVES_WINDOW_MAX_AGE_S",
+)
+
 # --------------------------------------------------------------------------- members
 
 MEMBERS = Family(
@@ -342,6 +356,7 @@ POLL = Family(
 FAMILIES: tuple[Family, ...] = (
     CLAIM_CHECK,
     WINDOW,
+    WINDOW_VECTORS,
     MEMBERS,
     EARLY_JOINS,
     EXTRACT_PENDING,

@@ -14,7 +14,9 @@ Every guarantee stays with each message's own task, which is still in the queue:
   receipt yet) is left for its own task, which counts it as it always did;
 - when its own task is delivered it finds the receipt at tier 1 and the text discarded, and does nothing;
   when the batch died first (a killed worker), its own task classifies it: nothing is acknowledged for it
-  but its own task;
+  but its own task; once the batch has committed and marked its companions done, their own tasks still
+  waiting in the queue are removed from it (`dequeue`, `LREM` of the message as queued): a worker is not
+  handed a task only for it to find its message done;
 - the text is read from the claim-check key derived from the companion's channel and id, as its own task
   would, and lives only in this task's memory; each message is classified with its own channel's context
   and window, and writes only its own channel's rows.
@@ -26,6 +28,7 @@ of Tier 1 is idempotent (receipts, `t1:` signal keys, the pending set), as for a
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import logging
 from collections.abc import Iterable
@@ -72,6 +75,9 @@ class Queued:
     # What the companion's receipt is written with when the webhook's is not there yet (`ready`).
     author_id: str | None = field(default=None, compare=False)
     sent_at: str | None = field(default=None, compare=False)  # ISO 8601
+    # Where the task waits (the queue's list and the message as kombu stored it): `dequeue` removes it there.
+    queue: str | None = field(default=None, compare=False)
+    raw: str | None = field(default=None, compare=False)
 
 
 def _kwargs(raw: bytes | str, task: str, now: datetime) -> dict | None:
@@ -128,12 +134,13 @@ def take(channel_id: str, wire_msg_id: str, limit: int) -> list[Queued]:
             for name in queue_lists(Queue.CLASSIFY.value):
                 pipe.lrange(name, -limit * _LOOK_AHEAD, -1)
             lists = pipe.execute()
-        for raw_list in lists:  # highest priority first; in each list the next delivered is the last
+        for name, raw_list in zip(queue_lists(Queue.CLASSIFY.value), lists, strict=True):
+            # Highest priority first; in each list the next delivered is the last.
             for raw in reversed(raw_list):
                 queued = _parse(raw, now)
                 if queued is not None and (queued.channel_id, queued.wire_msg_id) not in seen:
                     seen.add((queued.channel_id, queued.wire_msg_id))
-                    candidates.append(queued)
+                    candidates.append(dataclasses.replace(queued, queue=name, raw=raw))
     own = _taken_key(channel_id, wire_msg_id)
     ttl = keys.CLASSIFY_TAKEN.ttl_s()
     if not candidates:
@@ -163,6 +170,19 @@ def mark_done(messages: Iterable[tuple[str, str]]) -> None:
         for c, m in messages:
             pipe.set(_taken_key(c, m), "done", ex=ttl)
         pipe.execute()
+
+
+def dequeue(classified: Iterable[Queued]) -> int:
+    """The own tasks of companions this batch classified (marked `done` first), removed from the queue where they
+    still wait: a worker would be handed each only for it to find its message done. One round trip; how many
+    were removed (a task a worker has already fetched is not in the list, and returns at `done`)."""
+    waiting = [q for q in classified if q.queue and q.raw]
+    if not waiting:
+        return 0
+    with get_redis().pipeline(transaction=False) as pipe:
+        for q in waiting:
+            pipe.lrem(q.queue, 1, q.raw)
+        return sum(pipe.execute())
 
 
 def done(channel_id: str, wire_msg_id: str) -> bool:

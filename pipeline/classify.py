@@ -15,6 +15,7 @@ from knowledge import channels, counters, llm_calls, receipts, records, sources,
 from knowledge.models import ChannelConfig, Entity, MessageReceipt
 from pipeline import debounce, embed, llm, members, offline, prompts, window
 from pipeline.context import ChannelContext
+from pipeline.offline import features
 from pipeline.schemas import HIGH_SIGNAL, ClassifyResult
 
 logger = logging.getLogger(__name__)
@@ -125,6 +126,7 @@ def classify_messages(batch: Sequence[Pending]) -> list[Classified]:
             engine[k] = result
     with llm_calls.deferred():
         decided = [_decide(p, *prep, engine=e) for p, prep, e in zip(batch, prepared, engine, strict=True)]
+    _hand_vectors(batch, decided)
     receipts.mark_classified(
         [
             (p.channel.channel_id, p.wire_msg_id, c.outcome, list(dict.fromkeys(c.result.categories)))
@@ -141,6 +143,19 @@ def classify_messages(batch: Sequence[Pending]) -> list[Classified]:
     for channel_id, epoch in high.items():
         debounce.request_extract(channel_id, epoch)
     return decided
+
+
+def _hand_vectors(batch: Sequence[Pending], decided: Sequence[Classified]) -> None:
+    """The vectors the offline engine just computed of these messages, for Tier 2's offline engine, which reads
+    them again in their window (`window.keep_vectors`): one round trip a batch instead of embedding each message
+    a second time in the extraction worker."""
+    if settings.JEEVES.slot("extract").model != LOCAL_MODEL:
+        return
+    handed: dict[str, dict[str, str]] = {}
+    for p, c in zip(batch, decided, strict=True):
+        if c.model == LOCAL_MODEL and (packed := features.pack(features.message_text(p.text))):
+            handed.setdefault(p.channel.channel_id, {})[p.wire_msg_id] = packed
+    window.keep_vectors(handed)
 
 
 def _prepare(p: Pending, ctx: ChannelContext, held: list) -> tuple:
@@ -173,25 +188,29 @@ def _decide(
             return engine
         return offline.classify(text, ctx, author_id, mentions, previous, sent_at)
 
-    prompt = prompts.load("classify")
-    messages = [
-        {"role": "system", "content": prompt.text},
-        {
-            "role": "user",
-            "content": json.dumps(
-                {
-                    "context": context_json(ctx),
-                    "previous_messages": [{"author": ctx.display_name(m.author_id), "text": m.text} for m in previous],
-                    "message": {
-                        "author": ctx.display_name(author_id),
-                        "mentions": [ctx.display_name(m) for m in mentions],
-                        "text": text,
+    def messages() -> list[dict[str, str]]:
+        """The model's prompt: built only when a model is asked (`llm.structured`), never for the offline engine."""
+        return [
+            {"role": "system", "content": prompts.load("classify").text},
+            {
+                "role": "user",
+                "content": json.dumps(
+                    {
+                        "context": context_json(ctx),
+                        "previous_messages": [
+                            {"author": ctx.display_name(m.author_id), "text": m.text} for m in previous
+                        ],
+                        "message": {
+                            "author": ctx.display_name(author_id),
+                            "mentions": [ctx.display_name(m) for m in mentions],
+                            "text": text,
+                        },
                     },
-                },
-                ensure_ascii=False,
-            ),
-        },
-    ]
+                    ensure_ascii=False,
+                ),
+            },
+        ]
+
     try:
         if p.offline_only:
             raise llm.SlotFailure("classify", "over the channel's rate")

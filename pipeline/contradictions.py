@@ -187,8 +187,14 @@ def _check_one(decision: Decision) -> list[DecisionConflict]:
     if not found:
         return []
     messages = _messages_of(decision)
+    texts = [decision.summary, *(c.summary for c, _ in found)]
+    # The judge reads bundled MiniLM vectors: with that model in the embed slot, `candidates` has just embedded
+    # these summaries, and this process keeps them (`embed.vectors`, records=True): not embedded a second time.
+    local = settings.JEEVES.slot("embed").model == LOCAL_MODEL
     sides = offline.sides(
-        [decision.summary, *(c.summary for c, _ in found)], [decision.decided_at, *(c.decided_at for c, _ in found)]
+        texts,
+        [decision.decided_at, *(c.decided_at for c, _ in found)],
+        embed.vectors(texts, records=True) if local else None,
     )
     offline_judgements = offline.judge(sides[0], sides[1:], messages)
     prompt = prompts.load("contradiction")

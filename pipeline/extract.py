@@ -48,7 +48,7 @@ from knowledge.verbatim import VerbatimText
 from pipeline import contradictions, debounce, embed, llm, prompts, window
 from pipeline.classify import build_context, context_json
 from pipeline.context import ChannelContext
-from pipeline.offline import bursts
+from pipeline.offline import bursts, features
 from pipeline.schemas import ExtractedAction, ExtractedDecision, ExtractedEntity, ExtractedSignal, ExtractResult
 from pipeline.window import WindowMessage
 
@@ -99,12 +99,15 @@ def run(channel: ChannelConfig) -> RunReport:
         return report  # only low-signal messages: they wait as context for the next high-signal one
 
     ctx = build_context(channel)
+    if settings.JEEVES.slot("extract").model == LOCAL_MODEL:
+        _tier1_vectors(channel.channel_id, win)
     prompt = prompts.load("extract")
     planned, left_open = bursts.split(pending_ids, high, *debounce.open_burst(channel.channel_id))
     try:
         answer = llm.structured(
             "extract",
-            _messages(channel, ctx, win, set(pending_ids), prompt.text),
+            # The prompt (its token counts, the active decisions and open actions) is built only for a model.
+            lambda: _messages(channel, ctx, win, set(pending_ids), prompt.text),
             ExtractResult,
             # The offline engine extracts the run's pending messages burst by burst, as it was fitted: what it
             # stores does not depend on how many messages the debounce gathered (`pipeline.offline.bursts`).
@@ -128,6 +131,18 @@ def run(channel: ChannelConfig) -> RunReport:
         debounce.note_open_burst(channel.channel_id, *(left_open if answer.model == LOCAL_MODEL else ([], None)))
     _finish(channel.channel_id, pending_ids)
     return report
+
+
+def _tier1_vectors(channel_id: str, win: list[WindowMessage]) -> None:
+    """The vectors Tier 1 computed of the window's messages (`window.keep_vectors`) that this process does not
+    hold, into the offline engine's cache: it reads every message of the window, and would embed each again.
+    The channel's stored vectors of messages no longer in the window go (one round trip)."""
+    texts = [features.message_text(m.text) for m in win]
+    wanted = [k for k, held in enumerate(features.cached(texts)) if not held and texts[k].strip()]
+    found = window.vectors(channel_id, [m.id for m in win], [win[k].id for k in wanted])
+    if found:
+        at = [k for k in wanted if win[k].id in found]
+        features.unpack([texts[k] for k in at], [found[win[k].id] for k in at])
 
 
 # --------------------------------------------------------------------------- the prompt

@@ -222,7 +222,7 @@ def _ask(
 
 def structured(
     slot: str,
-    messages: list[dict[str, str]],
+    messages: list[dict[str, str]] | Callable[[], list[dict[str, str]]],
     schema: type[T],
     offline: Callable[[], T],
     *,
@@ -231,10 +231,15 @@ def structured(
     """A validated answer of `schema` from the slot's chain; `offline` is the offline engine's
     answer for the same question, used when the slot is `local` or every model is unreachable.
 
+    `messages` may be a callable that builds the prompt: called only when a model is asked (the offline
+    engine reads no prompt).
+
     Raises SlotFailure when a model answered but twice not in the schema.
     """
     if settings.JEEVES.slot(slot).model == LOCAL_MODEL:
         return _offline(slot, offline, channel_id, fallback_used=False)
+    if callable(messages):
+        messages = messages()
     attempt = 1
     for ask in range(2):
         try:

@@ -100,7 +100,8 @@ def classify_message(
     size = settings.JEEVES.classify_batch
     if size > 1 and not classify_message.request.called_directly and classify.batches():
         # Delivered by a worker with the offline engine: the messages queued behind this one join it.
-        companions, left = batch.ready(batch.take(channel_id, wire_msg_id, size - 1))
+        queued = batch.take(channel_id, wire_msg_id, size - 1)
+        companions, left = batch.ready(queued)
         batch.release([(q.channel_id, q.wire_msg_id) for q in left])  # their own tasks see to them
         for c in companions:
             if c.offline_only:  # over its channel's rate
@@ -113,11 +114,12 @@ def classify_message(
             batch.release(taken)
             raise
     else:
-        taken = []
+        queued, left, taken = [], [], []
         classify.classify_messages(todo)
     # Discarded only once classified: a worker killed mid-task leaves the keys for the redeliveries.
     claimcheck.discard_many([claimcheck.key_for(p.channel.channel_id, p.wire_msg_id) for p in todo])
     batch.mark_done(taken)  # the companions' own tasks return at once
+    batch.dequeue([q for q in queued if q not in left])  # and those still queued are not delivered at all
     by_channel: dict[str, list[str]] = {}
     for p in todo:
         by_channel.setdefault(p.channel.channel_id, []).append(p.wire_msg_id)

@@ -107,10 +107,11 @@ def read(channel_id: str) -> list[WindowMessage]:
 
 
 def remove(channel_id: str, wire_msg_id: str) -> bool:
-    """Remove one message (the author deleted it). True when it was in the window."""
+    """Remove one message (the author deleted it), and its vector. True when it was in the window."""
     client = get_redis()
     key = key_for(channel_id)
     removed = False
+    client.hdel(keys.WINDOW_VECTORS.key(channel_id), wire_msg_id)
     for raw in client.lrange(key, 0, -1):
         if WindowMessage.from_json(raw).id == wire_msg_id:
             removed = bool(client.lrem(key, 1, raw)) or removed
@@ -118,18 +119,61 @@ def remove(channel_id: str, wire_msg_id: str) -> bool:
 
 
 def flush(channel_id: str) -> None:
-    get_redis().delete(key_for(channel_id))
+    get_redis().delete(key_for(channel_id), keys.WINDOW_VECTORS.key(channel_id))
 
 
 def remove_author(author_id: str) -> int:
-    """Drop every message `author_id` wrote from every window (a personal data request); returns how many."""
+    """Drop every message `author_id` wrote from every window, and their vectors (a personal data request);
+    returns how many."""
     client = get_redis()
     removed = 0
     for key in family_keys(keys.WINDOW):
+        channel_id = keys.WINDOW.channel_of(key)
         for raw in client.lrange(key, 0, -1):
-            if WindowMessage.from_json(raw).author_id == author_id:
+            message = WindowMessage.from_json(raw)
+            if message.author_id == author_id:
                 removed += client.lrem(key, 1, raw)
+                client.hdel(keys.WINDOW_VECTORS.key(channel_id), message.id)
     return removed
+
+
+# Tier 1's vectors of the window's messages (`keys.WINDOW_VECTORS`): the offline engine's Tier 2 reads them
+# instead of embedding the same messages again in its own process. A value is opaque here (its writer packs
+# a digest of the text with the vector, as text: `pipeline.offline.features.pack`). They go with their messages: removed
+# with one, flushed with the window, and an extraction run keeps only those of the messages its window holds.
+def keep_vectors(vectors: dict[str, dict[str, str]]) -> None:
+    """Store `vectors` ({channel id: {wire_msg_id: packed vector}}), one round trip."""
+    if not vectors:
+        return
+    ttl = keys.WINDOW_VECTORS.ttl_s()
+    pipe = get_redis().pipeline(transaction=False)
+    for channel_id, packed in vectors.items():
+        if packed:
+            key = keys.WINDOW_VECTORS.key(channel_id)
+            pipe.hset(key, mapping=packed)
+            pipe.expire(key, int(ttl) if ttl else 1)
+    pipe.execute()
+
+
+# Keep the fields of the window's messages (ARGV[2 .. n + 1]), drop the rest, return those asked for.
+_VECTORS = """
+local n = tonumber(ARGV[1])
+local keep = {}
+for i = 2, n + 1 do keep[ARGV[i]] = true end
+for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if not keep[field] then redis.call('HDEL', KEYS[1], field) end
+end
+local out = {}
+for i = n + 2, #ARGV do out[#out + 1] = redis.call('HGET', KEYS[1], ARGV[i]) or '' end
+return out
+"""
+
+
+def vectors(channel_id: str, window_ids: Sequence[str], wanted: Sequence[str]) -> dict[str, str]:
+    """The stored vectors of the messages `wanted`, after dropping those of messages not in `window_ids` (the
+    window an extraction run read), one round trip."""
+    found = get_redis().eval(_VECTORS, 1, keys.WINDOW_VECTORS.key(channel_id), len(window_ids), *window_ids, *wanted)
+    return {i: raw for i, raw in zip(wanted, found, strict=True) if raw}
 
 
 def excerpt(

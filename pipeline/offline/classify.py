@@ -58,7 +58,7 @@ def classify(
 ) -> ClassifyResult:
     """Tier 1 on the offline engine; `previous`: the window's messages before this one, `sent_at`: its
     time. Never raises on odd input."""
-    text = (text or "")[:10000]
+    text = (text or "")[: features.TEXT_LIMIT]
     early = _without_model(text, ctx, mentions)
     if early is not None:
         return early
@@ -78,7 +78,7 @@ def classify_many(
     out: list[ClassifyResult | None] = [None] * len(messages)
     scored: list[tuple[int, list[features.Msg], str, ChannelContext, str]] = []
     for k, (text, ctx, author_id, mentions, previous, sent_at) in enumerate(messages):
-        text = (text or "")[:10000]
+        text = (text or "")[: features.TEXT_LIMIT]
         out[k] = _without_model(text, ctx, mentions)
         if out[k] is None:
             scored.append((k, _rows(text, ctx, author_id, mentions, previous, sent_at), text, ctx, author_id))

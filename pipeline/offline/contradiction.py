@@ -217,11 +217,17 @@ def model() -> Model:
     )
 
 
-def sides(texts: Sequence[str], whens: Sequence[datetime]) -> list[Side]:
+def sides(
+    texts: Sequence[str], whens: Sequence[datetime], vectors: Sequence[Sequence[float]] | None = None
+) -> list[Side]:
+    """The decisions to judge: their texts, times and bundled MiniLM vectors (`vectors` when the caller has them,
+    in that space; else embedded here)."""
     from pipeline import embedder
 
-    vectors = np.asarray(embedder.embed_local(list(texts)), dtype=np.float64) if texts else np.zeros((0, 384))
-    return [Side(t, w, v) for t, w, v in zip(texts, whens, vectors, strict=True)]
+    if vectors is None:
+        vectors = embedder.embed_local(list(texts)) if texts else []
+    rows = np.asarray(vectors, dtype=np.float64) if texts else np.zeros((0, 384))
+    return [Side(t, w, v) for t, w, v in zip(texts, whens, rows, strict=True)]
 
 
 def judge(newer: Side, candidates: Sequence[Side], newer_messages: Sequence[str]) -> list[Judgement]:

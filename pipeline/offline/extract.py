@@ -727,7 +727,9 @@ def extract(
         m for m in window if m.author_id not in ctx.bot_ids and not any(u in ctx.bot_ids for u in m.mentions)
     ]  # talk to Jeeves is a command or a query, never evidence
     msgs = [
-        WindowMessage(id=m.id, author_id=m.author_id, ts=m.ts, text=(m.text or "")[:10000], mentions=m.mentions)
+        WindowMessage(
+            id=m.id, author_id=m.author_id, ts=m.ts, text=(m.text or "")[: features.TEXT_LIMIT], mentions=m.mentions
+        )
         for m in msgs
     ]
     if not msgs:

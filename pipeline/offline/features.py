@@ -19,11 +19,12 @@ A message is described by
 
 Everything is computed from the window the tier is given; the text never leaves this call's memory.
 Embeddings of identical texts are reused from a small in-process cache keyed by a digest of the text
-(never by the text).
+(never by the text); Tier 1's reach Tier 2's process through Redis (`pack`, `unpack`: pipeline/window.py).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import math
 import re
@@ -200,6 +201,55 @@ def embed(texts: Sequence[str]) -> np.ndarray:
             if key in fresh:
                 out[i] = fresh[key]
     return out
+
+
+# The characters of a message the engine reads (Tier 1 and Tier 2 alike).
+TEXT_LIMIT = 10000
+
+
+def message_text(text: str | None) -> str:
+    """What `embed` is given for a message's text, in either tier."""
+    return normalise((text or "")[:TEXT_LIMIT])
+
+
+def pack(text: str) -> str | None:
+    """This process's vector of `text` (as `embed` was given it) with a digest of the text, as ASCII for another
+    process to `unpack` (`pipeline.window.keep_vectors`: Tier 1 hands its vectors to Tier 2); None when the
+    cache does not hold it."""
+    key = _digest(text)
+    with _cache_lock:
+        vector = _cache.get(key)
+    if vector is None:
+        return None
+    return base64.b64encode(key + np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+
+
+def unpack(texts: Sequence[str], packed: Sequence[str]) -> int:
+    """Put into this process's cache the vectors another process `pack`ed of `texts` (as `embed` will be given
+    them), each only when its digest is that of its text; how many. `embed` then returns them as it would
+    have its own (the same model's float32 vector of the same text)."""
+    fresh: dict[bytes, np.ndarray] = {}
+    for text, raw in zip(texts, packed, strict=True):
+        try:
+            blob = base64.b64decode(raw, validate=True)
+        except ValueError:
+            continue
+        key = _digest(text)
+        if len(blob) == 16 + 4 * DIM and blob[:16] == key and text.strip():
+            fresh[key] = np.frombuffer(blob, dtype="<f4", offset=16).astype(np.float32)
+    with _cache_lock:
+        for key, vector in fresh.items():
+            if key not in _cache:
+                _cache[key] = vector
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return len(fresh)
+
+
+def cached(texts: Sequence[str]) -> list[bool]:
+    """Whether this process's cache holds the vector of each of `texts` (as `embed` would be given them)."""
+    with _cache_lock:
+        return [_digest(t) in _cache for t in texts]
 
 
 # --- feature matrices -----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 from django.test import override_settings
 
@@ -110,6 +111,8 @@ def test_one_task_classifies_the_messages_queued_behind_it_as_each_alone(jeeves_
     for t in tasks:  # every text discarded once classified, and each marked done for its own task
         assert claimcheck.claim(claimcheck.key_for(t["channel_id"], t["wire_msg_id"])) is None
     assert _markers(redis_client) == {(t["channel_id"], t["wire_msg_id"]): "done" for t in tasks}
+    # The companions' own tasks are no longer queued: no worker is handed them.
+    assert not any(redis_client.llen(name) for name in queue_lists(Queue.CLASSIFY.value))
 
     # Their own tasks, delivered later, find them classified and change nothing (one model call each, once).
     calls = LlmCall.objects.filter(channel_id__in=[a.channel_id, b.channel_id]).count()
@@ -252,3 +255,33 @@ def test_the_engine_scores_messages_together_exactly_as_each_alone(jeeves_settin
             (m.text, ctx, m.author_id, list(m.mentions), held[max(0, i - 3) : i], m.ts) for i, m in enumerate(held)
         ]
         assert offline.classify_many(items) == [offline.classify(*item) for item in items]
+
+
+def test_tier_2_reads_the_vectors_tier_1_computed_instead_of_embedding_them_again(
+    jeeves_settings, redis_client, monkeypatch
+):
+    from pipeline import embedder, extract
+    from pipeline.offline import features
+
+    channel = _channel(evalset.load("conv-001"))
+    for kwargs in _admit(channel, evalset.load("conv-001"), 6):
+        classify_message(**kwargs)
+    held = window.read(channel.channel_id)
+    texts = [features.message_text(m.text) for m in held]
+    tier1 = features.embed(texts)  # what Tier 1 computed, from this process's cache
+    stored = keys.WINDOW_VECTORS.key(channel.channel_id)
+    assert set(redis_client.hkeys(stored)) == {m.id for m in held}
+
+    features._cache.clear()  # the extraction worker: another process, nothing cached
+    embedded: list[str] = []
+    real = embedder.embed_local
+    monkeypatch.setattr(embedder, "embed_local", lambda batch: embedded.extend(batch) or real(batch))
+    extract._tier1_vectors(channel.channel_id, held[2:])  # the window has moved on past the first two
+    assert np.array_equal(features.embed(texts[2:]), tier1[2:]) and embedded == []
+    assert set(redis_client.hkeys(stored)) == {m.id for m in held[2:]}
+    # A vector whose digest is not its text's is not taken: the text is embedded.
+    packed = features.pack(texts[2])
+    features._cache.clear()
+    assert packed and features.unpack([texts[3]], [packed]) == 0
+    features.embed(texts[3:4])
+    assert embedded == [texts[3]]

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from django.test import override_settings
 
+from ground import keys
 from pipeline import window
 from pipeline.window import WindowMessage
 
@@ -73,3 +74,27 @@ def test_a_prompt_excerpt_is_the_burst_after_a_short_tail_bounded_by_count_and_s
     assert shown({"m5"}, lead=4, budget=100) == ["m1", "m2", "m3", "m4", "m5"]
     assert shown({"m1"}, lead=4, budget=100) == ["m0", "m1"]
     assert shown(set(), lead=4, budget=100) == []
+
+
+def test_tier_1_vectors_go_with_their_messages(settings, redis_client):
+    """Vectors kept beside the window (`keep_vectors`): read back, kept only for the messages the window an
+    extraction run read holds, and removed with their message, the window, or their author's messages."""
+    ch, other, author = "c4@wire.example", "c5@wire.example", "w@wire.example"
+    for ch_ in (ch, other):
+        window.flush(ch_)
+    for i in range(4):
+        window.push(ch, dataclasses.replace(_msg(i), author_id=author))
+    window.push(other, dataclasses.replace(_msg(7), author_id=author))
+    window.keep_vectors({ch: {f"m{i}": f"v{i}" for i in range(4)}, other: {"m7": "v7"}})
+    vectors = keys.WINDOW_VECTORS.key(ch)
+    assert 0 < redis_client.ttl(vectors) <= settings.JEEVES.window_max_age_s
+    # A run whose window no longer holds m0 asks for m1 and m9 (never stored): m0's vector goes.
+    assert window.vectors(ch, ["m1", "m2", "m3"], ["m1", "m9"]) == {"m1": "v1"}
+    assert set(redis_client.hkeys(vectors)) == {"m1", "m2", "m3"}
+    window.remove(ch, "m2")
+    assert set(redis_client.hkeys(vectors)) == {"m1", "m3"}
+    assert window.remove_author(author) == 4  # m0, m1, m3 and the other channel's m7
+    assert not redis_client.exists(vectors) and not redis_client.exists(keys.WINDOW_VECTORS.key(other))
+    window.keep_vectors({ch: {"m5": "v5"}})
+    window.flush(ch)
+    assert not redis_client.exists(vectors)
