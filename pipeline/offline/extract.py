@@ -222,11 +222,35 @@ def _core(w: _Window, i: int) -> tuple[str, str | None, bool]:
     parts = [part for part in restate.sentences(text) if len(restate.clean(part).split()) >= 4]
     if len(parts) < 2:
         return text, None, True
+    # A sentence that asks a member to do something ("Ana, book the hall.") is an action beside the decision.
+    stating = [part for part in parts if not _asks_member(w, part)]
+    if stating and len(stating) < len(parts):
+        parts = stating
+        if len(parts) < 2:
+            return parts[0], None, True
     scores = [_sentence_score(w, i, part, "decision_ev") for part in parts]
     best, second = sorted(range(len(parts)), key=lambda k: (-scores[k], k))[:2]
     if scores[second] < CORE_SECOND * scores[best]:
         return parts[best], None, True
     return parts[best], parts[second], second > best
+
+
+_VOCATIVE = re.compile(r"^\W*@?([\w.\-]+)\s*[,:\u2013\u2014-]\s*\w")
+
+
+def _asks_member(w: _Window, part: str) -> bool:
+    """Does the sentence `part` ask a member of something: open on their @handle or name said to them
+    ("@ana …", "Ben, …") or ask with "can you"/"please"?"""
+    said = part.strip()
+    if said.startswith("@") or restate.asks(said):
+        return True
+    called = _VOCATIVE.match(said)
+    if not called:
+        return False
+    name = called.group(1).casefold()
+    return any(
+        name in {(m.handle or "").casefold(), restate.first_name(m.name or "").casefold()} for m in w.ctx.members
+    )
 
 
 def _sentence_score(w: _Window, i: int, part: str, head: str) -> float:

@@ -304,16 +304,26 @@ _SUBORDINATE = re.compile(
 )
 
 
-def _first_clause(text: str, aside: re.Pattern[str] = _ASIDE) -> str:
+def _first_clause(text: str, aside: re.Pattern[str] = _ASIDE, *, run_on: bool = False) -> str:
     """The text up to its first aside (a parenthesis, a dash, a reason, a 'but'), if that leaves enough.
-    A lead that cannot stand alone ("Before anyone asks — …", "If it helps, …") gives way to what follows."""
+    A lead that cannot stand alone ("Before anyone asks — …", "If it helps, …") gives way to what follows.
+    With `run_on`, a lead stating no figure or date runs on past a dash to the figures or dates it announces."""
     match = aside.search(text)
     if match and len(text[: match.start()].split()) >= 4:
         rest = clean(text[match.end() :])
         dash = match.group(0).strip() in {"-", "\u2013", "\u2014"}
         if dash and _SUBORDINATE.match(text) and len(rest.split()) >= 4:
-            return _first_clause(rest, aside)
-        return text[: match.start()]
+            return _first_clause(rest, aside, run_on=run_on)
+        head = text[: match.start()]
+        if run_on and dash and not _facts(head.split()):
+            # A dash before the figures or dates the lead announces ("three shifts — 6 to 2, 2 to 10 …") opens no
+            # aside: the clause runs on to the next aside.
+            tail = text[match.end() :]
+            following = aside.search(tail)
+            said = tail[: following.start()] if following else tail
+            if _facts(said.split()):
+                return f"{head} {match.group(0).strip()} {said.strip()}"
+        return head
     return text
 
 
@@ -348,15 +358,22 @@ def _as_agreed(clause: str) -> str:
 
 
 def normal_form(
-    text: str, actor: str, addressee: str | None = None, *, decision: bool = False, aside: re.Pattern[str] = _ASIDE
+    text: str,
+    actor: str,
+    addressee: str | None = None,
+    *,
+    decision: bool = False,
+    aside: re.Pattern[str] = _ASIDE,
+    run_on: bool = True,
 ) -> str:
     """A third-person clause restating the message's main sentence without its chat framing, up to its first
-    `aside`. A `decision`'s proposal is said as what the team will do."""
+    `aside` (past a dash before the figures or dates it announces, with `run_on`). A `decision`'s proposal is said
+    as what the team will do."""
     core = clean(_main_sentence(clean(text)))
     if decision:
         core = _as_agreed(core)
     core = _without_label(_FRAME.sub("", core))
-    core = _first_clause(core, aside).strip(" ,;:-.?!")
+    core = _first_clause(core, aside, run_on=run_on).strip(" ,;:-.?!")
     return third_person(core, actor, addressee).strip()
 
 
@@ -459,20 +476,48 @@ def _without_label(text: str) -> str:
     return text
 
 
+def asks(text: str) -> bool:
+    """Does `text` ask someone to do something ("can you …", "need you to …", "please")?"""
+    return bool(_REQUEST_LEAD.search(clean(text)) or re.search(r"\b(?:please|pls|plz)\b", text, re.IGNORECASE))
+
+
 def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str:
     """What an action asks or promises, without "can you"/"I'll" framing, in the third person. In a promise,
     "you" is `addressee` (whoever the owner answers), when known."""
     cleaned = _YOU_DO.sub("", _without_vocative(clean(text), owner))
-    for part in sentences(cleaned) or [cleaned]:
+    parts = sentences(cleaned) or [cleaned]
+    for k, part in enumerate(parts):
         if match := _OFFER_LEAD.search(part):
             return _verb_phrase(third_person(_first_clause(part[match.end() :]), owner, addressee))
         if match := _ASK_FOR.search(part):  # "could I have the shortlist" asks for it to be sent
             return _verb_phrase(f"send {actor} " + third_person(_first_clause(part[match.end() :]), actor, owner))
         if match := _REQUEST_LEAD.search(part):
             return _verb_phrase(third_person(_first_clause(part[match.end() :]), actor, owner))
+        if k and owner != actor and (told := _told(part, owner)):  # "… Then switch. Ana, cancel the order."
+            return _verb_phrase(third_person(_first_clause(told), actor, owner))
         if match := _COMMIT_LEAD.search(part):
-            return _verb_phrase(third_person(_first_clause(part[match.end() :]), owner, addressee))
-    return _verb_phrase(normal_form(cleaned, actor, owner))
+            # "I changed the settings last week. I'll add it back": a report in the first person gives way to a
+            # promise said after it.
+            if _firm(part) or not any(_PROMISE.search(p) or _OFFER_LEAD.search(p) for p in parts[k + 1 :]):
+                return _verb_phrase(third_person(_first_clause(part[match.end() :]), owner, addressee))
+    # A task said as a statement ("that one is yours"): its first clause only; what it points at is found apart.
+    return _verb_phrase(normal_form(cleaned, actor, owner, run_on=False))
+
+
+_UNDER_WAY = re.compile(r"\bi(?:'?m| am)\s+\w+ing\b|\bi\s+(?:can'?t|cannot|won'?t|don'?t|do not|am not)\b", re.I)
+
+
+def _firm(part: str) -> bool:
+    """Does a first-person sentence say what its author will do ("I'll …", "I can …"), is doing ("I'm drafting …")
+    or cannot do ("I can't sign until …"), rather than report what they did ("I changed it last week")?"""
+    return bool(_PROMISE.search(part) or _UNDER_WAY.search(part))
+
+
+def _told(part: str, owner: str) -> str | None:
+    """What a sentence that opens on the owner's name tells them to do ("Ana, cancel the order" → "cancel the
+    order"), when it is an instruction (a verb follows the name, no question); else None."""
+    told = _YOU_DO.sub("", _without_vocative(part, owner))
+    return told if told != part and "?" not in told and starts_with_verb(told) else None
 
 
 def _without_vocative(text: str, owner: str) -> str:

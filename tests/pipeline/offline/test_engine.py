@@ -632,6 +632,35 @@ def test_a_decision_is_restated_from_the_sentences_its_head_scores_highest(monke
     assert engine_extract._core(w, 0) == (f"Ok. {moved}", None, True)
 
 
+def test_a_decision_is_not_restated_from_a_sentence_asking_a_member_to_act_on_it(monkeypatch) -> None:
+    """`_core`: a sentence that asks a member to do something ("Ben, order the …", "can you …", "… please") is the
+    action beside the decision, not the decision, whatever the head scores it."""
+    import importlib
+    from types import SimpleNamespace
+
+    engine_extract = importlib.import_module("pipeline.offline.extract")
+    moved, asked, also = (
+        "The awards dinner moves to the riverside hall.",
+        "Ben, order the place cards for the new room.",
+        "Parking there is free after six.",
+    )
+    w = SimpleNamespace(msgs=[SimpleNamespace(text=f"{moved} {asked}")], ctx=CTX)
+    scores = {moved: 0.5, asked: 0.9, also: 0.4}
+    monkeypatch.setattr(engine_extract, "_sentence_score", lambda w, i, part, head: scores[part])
+    assert engine_extract._core(w, 0) == (moved, None, True)
+    w.msgs[0].text = f"{moved} {asked} {also}"
+    assert engine_extract._core(w, 0) == (moved, also, True)
+    for request in ("@ben order the place cards for the new room.", "Can you order the place cards for it?"):
+        w.msgs[0].text = f"{moved} {request}"
+        scores[request] = 0.9
+        assert engine_extract._core(w, 0) == (moved, None, True)
+    # A name that is no member's, or a member named as the subject, asks nothing.
+    for said in ("Riverside, the hall, has a bar and a terrace.", "Ben will bring the place cards himself."):
+        w.msgs[0].text = f"{moved} {said}"
+        scores[said] = 0.9
+        assert engine_extract._core(w, 0) == (said, moved, False)
+
+
 def test_a_decision_after_a_lead_in_sentence_is_restated_from_the_sentence_that_decides() -> None:
     msgs = window(
         (ANA, "where do we hold the awards dinner this year? the usual hotel is booked"),

@@ -305,3 +305,35 @@ def test_a_sentence_has_no_dash_left_at_either_end() -> None:
         sentence("\u2014 Ilse takes the night shift, Ravi the weekend \u2013")
         == "Ilse takes the night shift, Ravi the weekend."
     )
+
+
+def test_an_instruction_to_the_owner_in_a_later_sentence_is_their_task() -> None:
+    said = "Then we take the smaller van. Priya, cancel the first booking and rebook for Tuesday."
+    assert task(said, "Omar", "Priya").startswith("cancel the first booking"), task(said, "Omar", "Priya")
+    # A question to them is no instruction; a name another member is called by says nothing of this owner's task.
+    asked = "Then we take the smaller van. Priya, you right to rebook it for Tuesday?"
+    assert not task(asked, "Omar", "Priya").startswith("right"), task(asked, "Omar", "Priya")
+    assert task(said, "Omar", "Lena").startswith("Then the team takes"), task(said, "Omar", "Lena")
+
+
+def test_a_report_in_the_first_person_gives_way_to_the_promise_after_it() -> None:
+    said = "I renamed the staging bucket on Monday, which broke the export. I'll restore the old path tonight."
+    assert task(said, "Lena", "Lena").startswith("restore the old path tonight"), task(said, "Lena", "Lena")
+    # What the owner cannot do, or is doing, is their task as said; so is a report with no promise after it.
+    blocked = "I can't approve the refund until the audit lands. I'll keep asking."
+    assert task(blocked, "Lena", "Lena").startswith("can't approve the refund"), task(blocked, "Lena", "Lena")
+    assert task("I sort the rota myself. Thanks all.", "Lena", "Lena").startswith("sort the rota")
+
+
+def test_a_lead_with_no_figure_runs_on_past_a_dash_to_the_figures_it_announces() -> None:
+    said = "The clinic opens longer hours \u2014 8 to 20 on weekdays, 9 to 13 on Saturdays"
+    assert "8 to 20" in normal_form(said, "Ana"), normal_form(said, "Ana")
+    stuck = "Stuck on the payroll export \u2014 the bank file is missing 12 rows"
+    assert "12 rows" in normal_form(stuck, "Ana"), normal_form(stuck, "Ana")
+    # A lead that states its own figure, or a dash before no figure, ends the clause as before.
+    dated = "The clinic opens on 3 June \u2014 the landlord finally signed"
+    assert normal_form(dated, "Ana") == "The clinic opens on 3 June"
+    plain = "The clinic opens longer hours \u2014 the landlord finally agreed"
+    assert normal_form(plain, "Ana") == "The clinic opens longer hours"
+    # A task said as a statement keeps its first clause: what it points at is found apart.
+    assert "8 to 20" not in task(said, "Ana", "Ben")
