@@ -276,6 +276,31 @@ def _rationale(w: _Window, ids: list[int], sources: list[str]) -> str | None:
 # ----------------------------------------------------------------------------------------- actions
 
 
+# What asks the addressee to do something: "can you", "please", "over to you", "yours".
+_ASKS = re.compile(
+    r"\b(?:can|could|would|will) (?:you|u)\b|\b(?:please|pls|plz)\b|\bover to you\b|\byours\b|\byou(?:'ll| will| to)\b",
+    re.IGNORECASE,
+)
+
+
+def _commits_apart(w: _Window, i: int) -> bool:
+    """Does message `i` commit its author ("I'll send the invite") in a sentence that names none of the members it
+    addresses, while no sentence naming them asks them anything ("Kasia, thanks", "Omar, could I borrow a
+    tester?")? Then its task is the author's own, whoever else it speaks to."""
+    people = w.addressees[i]
+    said = restate.sentences(w.msgs[i].text)
+
+    def names(part: str) -> bool:
+        return any(
+            (p.handle and re.search(rf"@?{re.escape(p.handle)}\b", part, re.IGNORECASE))
+            or (p.name and re.search(rf"\b{re.escape(restate.first_name(p.name))}\b", part, re.IGNORECASE))
+            for p in people
+        )
+
+    own = [part for part in said if _COMMITS.search(part) and not names(part)]
+    return bool(own) and not any(names(part) and _ASKS.search(part) for part in said)
+
+
 def _segments(text: str, people: list[Member]) -> list[tuple[Member, str]]:
     """Split "@a do X, @b do Y" into one task per mentioned member (by @handle position)."""
     marks: list[tuple[int, int, Member]] = []
@@ -311,7 +336,7 @@ def _actions(w: _Window) -> list[_Record]:
         if mine and not asks_another and (not anchor or short or w.cosine(i, mine[-1].anchor) >= params["join_cosine"]):
             target = mine[-1]
             target.evidence.append(i)
-            if w.scored.over("update", i) and i - target.anchor > 1:
+            if w.scored.over("update", i) and i - target.anchor > 1 and not _moves_date(w, target, i):
                 target.done, target.done_at = True, i
             continue
         if not anchor:
@@ -319,7 +344,7 @@ def _actions(w: _Window) -> list[_Record]:
                 records[-1].evidence.append(i)
             continue
         people = w.addressees[i]
-        if people and not w.scored.over("owner_is_author", i):
+        if people and not w.scored.over("owner_is_author", i) and not _commits_apart(w, i):
             parts = _segments(msg.text, people) if len(people) > 1 else []
             if len(parts) > 1 and all(len(seg.split()) >= 2 for _, seg in parts):
                 records += [_Record("action", [i], owner=p, segment=seg) for p, seg in parts]
@@ -328,11 +353,16 @@ def _actions(w: _Window) -> list[_Record]:
         else:
             records.append(_Record("action", [i], owner=_member(w.ctx, msg.author_id)))
     records = _taken_up(w, records)
-    # Completion: a later report by the owner that is about the same thing.
+    # Completion: a later report by the owner that is about the same thing. A later message by the owner or the
+    # requester that moves the task's date before it (`_moves_date`: "the export slips to the 9th") joins it and
+    # reports nothing done, though it is an update about the same thing.
     for record in records:
         if record.done or record.owner is None:
             continue
         for j in range(record.evidence[-1] + 1, len(w.msgs)):
+            if _moves_date(w, record, j):
+                record.evidence.append(j)
+                continue
             if w.msgs[j].author_id != record.owner.user_id or j in record.evidence:
                 continue
             if w.scored.over("update", j) and w.cosine(j, record.anchor) >= params["done_cosine"]:
@@ -340,6 +370,45 @@ def _actions(w: _Window) -> list[_Record]:
                 record.done, record.done_at = True, j
                 break
     return records
+
+
+# A slip of a task's date in general English (narrower than `deadlines.moves`, which reads messages already
+# in the task's evidence): the task slips, is pushed, postponed, delayed, rebooked, not done yet, has a new date.
+_SLIPS = re.compile(
+    r"\b(?:slip(?:s|ped|ping)?|push(?:es|ed|ing)? (?:back|out|to)|postpon\w*|delay\w*|reschedul\w*|rebook\w*"
+    r"|not yet|won'?t make|can'?t make|new (?:date|deadline|cut-?off|eta|target)|sorry)\b",
+    re.IGNORECASE,
+)
+_DONE_WORD = re.compile(r"[\u2705\u2714]|(?<!\bnot )(?<!n't )\b(?:done|finished|completed)\b", re.IGNORECASE)
+
+
+def _reports_done(text: str) -> bool:
+    """Does `text` say something is done ("the import is done", "finished ✅"), not that it is not ("isn't done")?"""
+    return bool(_DONE_WORD.search(text))
+
+
+def _moves_date(w: _Window, record: _Record, j: int) -> bool:
+    """Does message `j`, after the record, move its task's date: said by its owner or its requester in the words of
+    a slip (`_SLIPS`: "the export slips to the 9th", "not yet, sorry. Tuesday"), about the same task (MiniLM cosine
+    with the task's first message; for a short reply, or that of the question it answers), with a date, and its
+    sentence nearest the task (most content words in common with its first message) reports nothing done ("the
+    import is done, but the export slips to the 9th" moves the export's date, not the import's)?"""
+    msg = w.msgs[j]
+    if msg.author_id not in {w.msgs[record.anchor].author_id, record.owner.user_id if record.owner else None}:
+        return False
+    if _REPORTS_DONE.search(msg.text) or not _SLIPS.search(msg.text):
+        return False
+    task = set(restate.content_words(w.msgs[record.anchor].text))
+    parts = restate.sentences(msg.text) or [msg.text]
+    nearest = max(parts, key=lambda part: len(task & set(restate.content_words(part))))
+    if not task & set(restate.content_words(nearest)):
+        nearest = msg.text
+    if _reports_done(nearest) or deadlines.moved_to(msg.text, deadlines.local_date(msg.ts, w.ctx.timezone)) is None:
+        return False
+    near = w.cosine(j, record.anchor)
+    if w.words(j) <= w.scored.engine.params["ack_words"] and j > 0 and w.msgs[j - 1].author_id != msg.author_id:
+        near = max(near, w.cosine(j - 1, record.anchor))
+    return near >= w.scored.engine.params["done_cosine"]
 
 
 _SELF = re.compile(r"\b(?:i'll|ill|i will|i'm|im|i am|i can|i'd|me|myself)\b", re.IGNORECASE)
@@ -500,7 +569,9 @@ def _task_part(w: _Window, record: _Record) -> tuple[str | None, bool]:
     """The part of the anchor message that states the task, and whether only that part may state its
     date: a request's text from its owner's @mention or name on (or the owner's own part of a shared
     request), the rest of the message only with a date said as a deadline; for a self-commitment, the
-    sentences that commit ("I'll …") first, then the rest."""
+    sentences that commit ("I'll …") first, then the rest; when it does not open on one, from the first that
+    commits on, the sentences before it only with a date said as a deadline (what they date is the context:
+    "the crates land on Monday. I'll book the van": no date)."""
     msg = w.msgs[record.anchor]
     if record.segment is not None:
         return record.segment, True
@@ -509,7 +580,9 @@ def _task_part(w: _Window, record: _Record) -> tuple[str | None, bool]:
         return None, False
     if owner.user_id == msg.author_id:
         said = restate.sentences(msg.text)
-        committed = [s for s in said if _COMMITS.search(s)]
+        committed = [part for part in said if _COMMITS.search(part)]
+        if committed and _COMMITS.search(said[0]) is None:
+            return " ".join(said[said.index(committed[0]) :]), True
         return (" ".join(committed) if committed and len(committed) < len(said) else None), False
     marks = [rf"@{re.escape(owner.handle)}\b"] if owner.handle else []
     first = restate.first_name(owner.name) if owner.name else None
@@ -523,8 +596,8 @@ def _task_part(w: _Window, record: _Record) -> tuple[str | None, bool]:
 
 # A report that something is done: a check mark, or a message opening on a participle of completion.
 _REPORTS_DONE = re.compile(
-    r"[\u2705\u2714]|^\W*(?:all\s+)?(?:done|sent|merged|shipped|published|submitted|signed|deployed|fixed|finished"
-    r"|completed|delivered|booked|posted|uploaded|released)\b(?!\s+(?:by|before|on|for)\b)",
+    r"[\u2705\u2714]|^\W*(?:all\s+set\b(?!\s+up)|(?:all\s+)?(?:done|sent|merged|shipped|published|submitted|signed|deployed|fixed|finished"
+    r"|completed|delivered|booked|posted|uploaded|released)\b)(?!\s+(?:by|before|on|for)\b)",
     re.IGNORECASE,
 )
 
@@ -564,6 +637,21 @@ def _own_part(w: _Window, record: _Record, text: str) -> str:
     return " ".join(part.strip() for part in kept if part.strip())
 
 
+def _answer(w: _Window, record: _Record) -> int | None:
+    """The message of the record's evidence that answers its first one when that asks ("can you …?", "want me to
+    …?"): the first by someone else within the next two messages; of a request, only its owner's."""
+    a = record.anchor
+    asker = w.msgs[a].author_id
+    if "?" not in w.msgs[a].text or record.owner is None:
+        return None
+    for i in record.evidence[1:]:
+        if i > a + 2:
+            break
+        if w.msgs[i].author_id != asker:
+            return i if record.owner.user_id in (asker, w.msgs[i].author_id) else None
+    return None
+
+
 def _deadline(w: _Window, record: _Record):
     return _dated(w, record)[0]
 
@@ -579,6 +667,9 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
     found, said_at, firm = None, None, False
     people = {w.msgs[record.anchor].author_id, record.owner.user_id if record.owner else None}
     params = w.scored.engine.params
+    answer = _answer(w, record)
+    if answer is not None:
+        people.add(w.msgs[answer].author_id)  # of an offer ("want me to draft it?"), who takes it up may date it
     for i in record.evidence:
         if record.done_at is not None and i >= record.done_at and i != record.anchor:
             break
@@ -595,7 +686,7 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
             continue
         elif _REPORTS_DONE.search(message.text) and "?" not in message.text:
             break  # "Sent.", "slides published ✅": what happened; the done head does not always say so
-        elif w.words(i) > params["ack_words"] and w.cosine(i, record.anchor) < params["done_cosine"]:
+        elif w.words(i) > params["ack_words"] and w.cosine(i, record.anchor) < params["done_cosine"] and i != answer:
             continue  # about something else
         elif moved := deadlines.moves(message.text):
             said = deadlines.moved_to(message.text, today)

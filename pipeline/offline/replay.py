@@ -157,8 +157,11 @@ def score(runs: list[Replayed]) -> dict[str, Any]:
             if kind == "actions":
                 for i, j in matches:
                     g, p = gold["actions"][j], records[i]
-                    t["owner_ok"] += p.owner_id == conv.member(g["owner"])
-                    t["deadline_ok"] += (p.deadline.isoformat() if p.deadline else None) == g["deadline"]
+                    owner_ok = p.owner_id == conv.member(g["owner"])
+                    deadline_ok = (p.deadline.isoformat() if p.deadline else None) == g["deadline"]
+                    t["owner_ok"] += owner_ok
+                    t["deadline_ok"] += deadline_ok
+                    t["actions_exact"] += owner_ok and deadline_ok
         ignored = set(gold.get("ignored", [])) | conv.dropped | conv.to_bot
         for record in [*res.decisions, *res.actions, *res.signals]:
             t["ignored_evidence"] += len(set(record.source_msg_ids) & ignored)
@@ -181,6 +184,8 @@ def score(runs: list[Replayed]) -> dict[str, Any]:
     return {
         "decisions": _prf(t["decisions_match"], t["decisions_pred"], t["decisions_gold"]),
         "actions": _prf(t["actions_match"], t["actions_pred"], t["actions_gold"]),
+        # Actions found with their owner and their deadline right: what a reader of the action list can act on.
+        "actions_exact": _prf(t["actions_exact"], t["actions_pred"], t["actions_gold"]),
         "owner_accuracy": round(t["owner_ok"] / t["actions_match"], 3) if t["actions_match"] else 0.0,
         "deadline_accuracy": round(t["deadline_ok"] / t["actions_match"], 3) if t["actions_match"] else 0.0,
         "categories_macro_f1": round(sum(per_cat.values()) / len(per_cat), 3) if any(label_gold.values()) else None,

@@ -396,6 +396,96 @@ def test_the_simulator_stores_a_continuation_as_the_store_does() -> None:
     assert len(stored) == 2  # resting on no message extracted before: a new action
 
 
+def test_a_commitment_said_beside_thanks_or_a_favour_to_another_member_is_the_authors() -> None:
+    msgs = window(
+        (CARA, "the retro is on Thursday at 11"),
+        (BEN, "I'll send the invite for the retro. Ana, Cara, thanks for sorting the room so fast."),
+    )
+    [action] = actions_on(msgs, "m2")
+    assert action.owner_id == BEN.user_id
+    msgs = window(
+        (BEN, "I'll have the stock count sheets printed by Friday. @ana could I borrow your clipboard on Monday?"),
+        (ANA, "sure"),
+    )
+    [action] = actions_on(msgs, "m1")
+    assert action.owner_id == BEN.user_id and action.deadline == date(2026, 5, 8)
+    msgs = window(
+        (BEN, "@ana can you book the boardroom for Thursday? I'll send the agenda."),
+        (ANA, "sure"),
+    )
+    [action] = actions_on(msgs, "m1")
+    assert action.owner_id == ANA.user_id  # asked in so many words: the request is hers
+
+
+def test_a_slip_said_later_by_the_owner_joins_the_action_and_moves_its_date() -> None:
+    msgs = window(
+        (ANA, "@ben can you repaint the stairwell handrails by Wednesday?"),
+        (BEN, "yes"),
+        (CARA, "the lift inspection is booked for the 18th"),
+        (ANA, "ok, I'll put a notice on the noticeboard"),
+        (CARA, "thanks, and the fire doors need new signs too"),
+        (ANA, "I'll order them"),
+        (BEN, "sorry, the handrails slip to Friday, the primer is out of stock"),
+    )
+    [action] = actions_on(msgs, "m1")
+    assert "m7" in action.source_msg_ids and action.status == "open"  # a slip reports nothing done
+    assert action.deadline == date(2026, 5, 8)
+
+
+def test_a_slip_beside_a_done_report_moves_only_the_task_it_is_about() -> None:
+    msgs = window(
+        (BEN, "I'll swap the projector bulb in room 4 tomorrow"),
+        (ANA, "@ben can you also fix the meeting room blinds by Wednesday?"),
+        (BEN, "yes"),
+        (CARA, "the cleaners come on Thursday evening"),
+        (ANA, "ok, I'll tell reception"),
+        (CARA, "and the coffee machine is leaking again"),
+        (ANA, "I'll call the vendor"),
+        (BEN, "projector bulb in room 4 swapped, done. the meeting room blinds slip to Friday though, sorry"),
+    )
+    [bulb] = actions_on(msgs, "m1")
+    [blinds] = actions_on(msgs, "m2")
+    assert bulb.status == "done" and bulb.deadline == date(2026, 5, 5)
+    assert "m8" in blinds.source_msg_ids and blinds.deadline == date(2026, 5, 8)
+
+
+def test_a_date_said_before_a_self_commitment_is_its_context_not_its_deadline() -> None:
+    msgs = window(
+        (BEN, "The scaffolding arrives on Thursday. I'll book the crane operator."),
+        (CARA, "great"),
+    )
+    [action] = actions_on(msgs, "m1")
+    assert action.owner_id == BEN.user_id and action.deadline is None
+
+
+def test_who_takes_up_an_offer_may_date_it() -> None:
+    msgs = window(
+        (BEN, "want me to draft the holiday rota for June?"),
+        (ANA, "yes please, Wednesday works"),
+    )
+    [action] = actions_on(msgs, "m1")
+    assert action.owner_id == BEN.user_id and action.deadline == date(2026, 5, 6)
+
+
+def test_the_owners_longer_answer_to_a_request_dates_it_when_it_says_a_deadline() -> None:
+    msgs = window(
+        (ANA, "@ben can you price the scaffolding for the east wall?"),
+        (BEN, "Happy to, though the hire firm sends its rate card first, so figures by the 21st at the latest."),
+    )
+    [action] = actions_on(msgs, "m1")
+    assert action.owner_id == BEN.user_id and action.deadline == date(2026, 5, 21)
+
+
+def test_all_set_reports_a_task_done_and_dates_nothing_after_it() -> None:
+    msgs = window(
+        (ANA, "Ben, can you print the name badges tonight?"),
+        (BEN, "sure"),
+        (ANA, "all set. kickoff tomorrow at 10"),
+    )
+    [action] = actions_on(msgs, "m1")
+    assert action.deadline == date(2026, 5, 4)
+
+
 def test_a_done_report_dates_what_happened_not_the_deadline() -> None:
     msgs = window(
         (ANA, "@ben can you mail the signed lease back to the landlord by Friday?"),
