@@ -5,14 +5,14 @@ else cosine ≥ JEEVES_ENTITY_DEDUP_THRESHOLD; a match is updated, else a row is
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import IntegrityError, connection, transaction
 
 from knowledge.embeddings import nearest
 from knowledge.models import (
@@ -27,7 +27,9 @@ from knowledge.sources import ids_of, merge_source_refs
 from knowledge.verbatim import guard_tags, guard_text
 
 
+@functools.lru_cache(maxsize=65536)
 def normalise_name(name: str) -> str:
+    # Cached: a run's alias match normalises the stored aliases of up to 500 entities per entity it writes.
     return " ".join(re.sub(r"[^\w]+", " ", name.casefold().replace("_", " ")).split())
 
 
@@ -56,9 +58,10 @@ def upsert_entity(
         raise ValueError("an entity needs a name")
     forms = {norm, *(normalise_name(a) for a in aliases if normalise_name(a))}
     same_kind = Entity.objects.filter(organisation_id=channel.organisation_id, entity_type=entity_type, deleted=False)
-    match = same_kind.filter(normalised_name__in=forms).first()
+    match = same_kind.filter(normalised_name__in=forms).values_list("pk", flat=True).first()
     if match is None:
-        match = next((e for e in same_kind.filter(aliases__overlap=list(forms | {name, *aliases}))), None)
+        overlapping = same_kind.filter(aliases__overlap=list(forms | {name, *aliases}))
+        match = next(iter(overlapping.values_list("pk", flat=True)), None)
     if match is None:
         match = _alias_match(same_kind, forms)
     if match is None and vector is not None:
@@ -82,8 +85,8 @@ def upsert_entity(
         except IntegrityError:  # a concurrent run inserted it first: merge into that row
             match = Entity.objects.get(
                 organisation_id=channel.organisation_id, entity_type=entity_type, normalised_name=norm, deleted=False
-            )
-    return Written(_merge(match.pk, channel, [name, *aliases], run_key, mention_ids, seen_at), False)
+            ).pk
+    return Written(_merge(match, channel, [name, *aliases], run_key, mention_ids, seen_at), False)
 
 
 def _merge(
@@ -97,20 +100,19 @@ def _merge(
     """Merge one run's names, channel and mention into the entity `pk`, under its row lock: the aliases and
     channels are read after any concurrent merge committed, so none is lost (the match above was read
     without a lock). FOR NO KEY UPDATE, the lock the UPDATE takes anyway: inserts referring to the entity
-    (mentions, relationships) are not blocked."""
-    with transaction.atomic():
+    (mentions, relationships) are not blocked. The count is added to the one read under that lock (no read
+    after the UPDATE); inside a run's transaction no savepoint (nothing here is caught)."""
+    with transaction.atomic(savepoint=False):
         entity = Entity.objects.select_for_update(no_key=True).get(pk=pk)
         new_aliases = [a for a in names if normalise_name(a) != entity.normalised_name]
         entity.aliases = list(dict.fromkeys([*entity.aliases, *new_aliases]))[:20]
         entity.channel_ids = list(dict.fromkeys([*entity.channel_ids, channel.channel_id]))
         counted = _new_mention(entity, channel, run_key, mention_ids, seen_at)
         if counted:
-            entity.mention_count = F("mention_count") + 1
+            entity.mention_count += 1
         if entity.last_mentioned is None or seen_at > entity.last_mentioned:
             entity.last_mentioned = seen_at
         entity.save(update_fields=["aliases", "channel_ids", "mention_count", "last_mentioned"])
-    if counted:
-        entity.refresh_from_db(fields=["mention_count"])
     return entity
 
 
@@ -129,23 +131,24 @@ def new_entity_aliases(name: str, aliases: Sequence[str]) -> list[str]:
 def _new_mention(
     entity: Entity, channel: ChannelConfig, run_key: str | None, ids: Sequence[str], seen_at: datetime
 ) -> bool:
-    """Record one run's mention of `entity`; False when this run was counted already (a redelivery)."""
+    """Record one run's mention of `entity`; False when this run was counted already (a redelivery). One
+    statement: the insert does nothing on the run's key (entity_mentions_run_uniq)."""
     if run_key is None:
         return True
-    _, created = EntityMention.objects.get_or_create(
-        entity=entity,
-        channel_id=channel.channel_id,
-        run_key=run_key,
-        defaults={"wire_msg_ids": list(dict.fromkeys(ids)), "seen_at": seen_at},
-    )
-    return created
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {EntityMention._meta.db_table} (entity_id, channel_id, run_key, wire_msg_ids, seen_at)"
+            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (entity_id, channel_id, run_key) DO NOTHING RETURNING id",
+            [entity.pk, channel.channel_id, run_key, list(dict.fromkeys(ids)), seen_at],
+        )
+        return cursor.fetchone() is not None
 
 
-def _alias_match(same_kind, forms: set[str]) -> Entity | None:
+def _alias_match(same_kind, forms: set[str]) -> uuid.UUID | None:
     # Aliases are stored as written ("Billing Worker"); compare their normalised forms.
-    for entity in same_kind.exclude(aliases=[]).only("id", "aliases", "normalised_name")[:500]:
-        if forms & {normalise_name(a) for a in entity.aliases}:
-            return entity  # its pk is all _merge needs
+    for pk, aliases in same_kind.exclude(aliases=[]).values_list("id", "aliases")[:500]:
+        if any(normalise_name(a) in forms for a in aliases):
+            return pk  # all _merge needs
     return None
 
 
@@ -154,11 +157,13 @@ def _nearest_entity(
     entity_type: str,
     vector: Sequence[float],
     unembedded: Mapping[uuid.UUID, Sequence[float]],
-) -> Entity | None:
+) -> uuid.UUID | None:
     stored = Embedding.objects.filter(source_type="entity", organisation_id=organisation_id)
     ids = nearest(stored, vector, unembedded, settings.JEEVES.entity_dedup_threshold)
-    by_id = {e.id: e for e in Entity.objects.filter(id__in=ids, entity_type=entity_type, deleted=False)}
-    return next((by_id[i] for i in ids if i in by_id), None)
+    if not ids:
+        return None
+    found = set(Entity.objects.filter(id__in=ids, entity_type=entity_type, deleted=False).values_list("id", flat=True))
+    return next((i for i in ids if i in found), None)
 
 
 def upsert_relationship(
@@ -177,8 +182,9 @@ def upsert_relationship(
     were already counted (a redelivered run)."""
     context = guard_text(context, sources_text)
     for attempt in range(2):
-        with transaction.atomic():
-            # Locked like an entity's merge: a concurrent run's source ids are read once it committed.
+        with transaction.atomic(savepoint=False):
+            # Locked like an entity's merge: a concurrent run's source ids are read once it committed; the count
+            # is added to the one read under the lock.
             existing = (
                 EntityRelationship.objects.select_for_update(no_key=True)
                 .filter(source=source, target=target, relationship=relationship)
@@ -188,7 +194,7 @@ def upsert_relationship(
                 new_ids = set(ids_of(ref)) - set(ids_of(existing.source_ref))
                 observed = bool(new_ids or not ids_of(ref))
                 if observed:
-                    existing.observation_count = F("observation_count") + 1  # in the UPDATE: concurrent runs each count
+                    existing.observation_count += 1
                 existing.source_ref = merge_source_refs(existing.source_ref or {}, ref)
                 existing.channel_ids = list(dict.fromkeys([*existing.channel_ids, channel.channel_id]))
                 existing.last_observed = max(filter(None, [existing.last_observed, observed_at]))
@@ -196,8 +202,6 @@ def upsert_relationship(
                 existing.save(
                     update_fields=["observation_count", "source_ref", "channel_ids", "last_observed", "confidence"]
                 )
-                if observed:
-                    existing.refresh_from_db(fields=["observation_count"])
                 return Written(existing, False)
         try:
             with transaction.atomic():

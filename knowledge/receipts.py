@@ -23,6 +23,7 @@ from datetime import datetime
 import psycopg
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Case, F, Q, TextField, Value, When
 
 from ground import metrics
 from knowledge import gate
@@ -479,8 +480,15 @@ def mark_evicted(channel_id: str, wire_msg_ids: Iterable[str]) -> int:
 
 def mark_extracted(channel_id: str, wire_msg_ids: Iterable[str]) -> None:
     """An extraction run over these messages finished: each is at tier 2, those waiting for it extracted."""
-    receipts = MessageReceipt.objects.filter(channel_id=channel_id, wire_msg_id__in=list(wire_msg_ids))
-    receipts.filter(outcome=MessageReceipt.Outcome.PENDING_EXTRACT).update(
-        outcome=MessageReceipt.Outcome.EXTRACTED, tier=2
+    # One statement: the waiting ones extracted, every one of them (waiting or below tier 2) at tier 2.
+    pending = MessageReceipt.Outcome.PENDING_EXTRACT
+    MessageReceipt.objects.filter(
+        Q(outcome=pending) | Q(tier__lt=2), channel_id=channel_id, wire_msg_id__in=list(wire_msg_ids)
+    ).update(
+        outcome=Case(
+            When(outcome=pending, then=Value(MessageReceipt.Outcome.EXTRACTED)),
+            default=F("outcome"),
+            output_field=TextField(),
+        ),
+        tier=2,
     )
-    receipts.filter(tier__lt=2).update(tier=2)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, models
+from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from knowledge import verbatim
@@ -143,7 +143,15 @@ def record_decision(
         draft, summary=summary, rationale=rationale, tags=tags, decided_by=list(dict.fromkeys(draft.decided_by))
     )
     return _insert(
-        Decision, channel, key, row, text=summary, sources_text=sources_text, source=source, friendly_kind="DEC"
+        Decision,
+        channel,
+        key,
+        row,
+        text=summary,
+        sources_text=sources_text,
+        source=source,
+        friendly_kind="DEC",
+        looked_up=True,
     )
 
 
@@ -181,12 +189,14 @@ def _insert(
     sources_text: Sequence[str],
     source: dict,
     friendly_kind: str | None = None,
+    looked_up: bool = False,
     **derived: object,
 ) -> Written:
     """A new row under its natural key (channel, source_key): the draft's columns (guarded), the `derived`
     ones, its organisation, the restatement of `text` and where it comes from, unless one is there.
     get_or_create: a concurrent run that wrote the same key first wins; the friendly id (`friendly_kind`:
-    DEC, ACT) is drawn inside the insert's transaction, so a lost race does not use one up."""
+    DEC, ACT) is drawn inside the insert's transaction, so a lost race does not use one up. `looked_up`: the
+    caller has just found no row under the key, so the insert is tried without reading it again."""
     defaults: dict[str, object] = {
         "organisation_id": channel.organisation_id,
         "restatement": verbatim.restatement(text, sources_text),
@@ -196,8 +206,20 @@ def _insert(
     }
     if friendly_kind is not None:
         defaults["friendly_id"] = lambda: next_friendly_id(channel.channel_id, friendly_kind)
-    record, created = model.objects.get_or_create(channel=channel, source_key=key, defaults=defaults)
-    return Written(record, created)
+    if not looked_up:
+        record, created = model.objects.get_or_create(channel=channel, source_key=key, defaults=defaults)
+        return Written(record, created)
+    # The caller has just read that no row has the key: get_or_create without its own read first (one round
+    # trip fewer a record), the rest as it does it.
+    try:
+        with transaction.atomic():
+            values = {k: v() if callable(v) else v for k, v in defaults.items()}
+            return Written(model.objects.create(channel=channel, source_key=key, **values), True)
+    except IntegrityError:
+        found = model.objects.filter(channel=channel, source_key=key).first()
+        if found is None:
+            raise
+        return Written(found, False)
 
 
 def decision_fields(
@@ -281,6 +303,7 @@ def record_action(
         sources_text=sources_text,
         source=source,
         friendly_kind="ACT",
+        looked_up=True,
         completed_at=said_at(source) if status == ActionStatus.DONE else None,
         staleness_at=deadline or created + timedelta(days=settings.JEEVES.staleness_days),
     )
