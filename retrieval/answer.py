@@ -141,21 +141,21 @@ class _Speaker:
             return f"{'That is done: ' if form == 'status' else ''}{core}; {outcome}."
         if form == "when":
             return f"By {self.date(due)}: {core}." if due else f"No date was set: {core}."
-        when = f", by {self.date(due)}" if due and not self.names_day(record.text, due) else ""
-        if when:
-            core, when = self.relative_due(core, due, when)
-        if when and (weekday := self.weekday_said(core, due)):
-            # "by Friday (ACT-0004), by the 13th of March" reads as two dates: "by Friday the 13th of March".
-            core, when = core[: weekday.end()] + f" {self.date(due)}" + core[weekday.end() :], ""
+        core, when = self.due_said(core, record.text, due)
         return f"{'That is still open: ' if form == 'status' else ''}{core}{when}."
 
-    def relative_due(self, text: str, due: datetime, when: str) -> tuple[str, str]:
-        """`text` and `when` (", by <date>") with a deadline said relative to its day ("by end of next week",
-        "by EOD", "today") replaced by the date it stood for, and `when` then empty; else both unchanged."""
-        relative = _RELATIVE_DUE.search(text)
-        if relative is None:
-            return text, when
-        return text[: relative.start()] + f"by {self.date(due)}" + text[relative.end() :], ""
+    def due_said(self, text: str, stored: str, due: datetime | None) -> tuple[str, str]:
+        """`text` (a sentence about an action whose stored text is `stored`) and what follows it about the
+        deadline `due` (", by <date>", or "" when `text` says it): a deadline said relative to its day ("by end
+        of next week", "by EOD", "today") gives way to the date it stood for, a weekday gets its date beside it
+        ("by Friday (ACT-0004), by the 13th of March" reads as two dates: "by Friday the 13th of March")."""
+        if not due or self.names_day(stored, due):
+            return text, ""
+        if relative := _RELATIVE_DUE.search(text):
+            return text[: relative.start()] + f"by {self.date(due)}" + text[relative.end() :], ""
+        if weekday := self.weekday_said(text, due):
+            return text[: weekday.end()] + f" {self.date(due)}" + text[weekday.end() :], ""
+        return text, f", by {self.date(due)}"
 
     def weekday_said(self, text: str, moment: datetime) -> re.Match[str] | None:
         """Where `text` says the deadline's weekday after "by"/"on"/"until"/"before" ("by Friday", "by next
@@ -403,11 +403,9 @@ def listing(plan: QueryPlan, records: Sequence[Record], setting: Setting) -> Ans
     items = []
     for record in shown:
         due = record.detail.get("deadline")
-        when = f", by {speaker.date(due)}" if due and record.status != "done" else ""
         task = speaker.task(record)
         said = f"to {task}" if one and task else _clause(record.text)
-        if when:
-            said, when = speaker.relative_due(said, due, when)
+        said, when = speaker.due_said(said, record.text, due if record.status != "done" else None)
         items.append(f"{said}{speaker.ref(record)}{when}")
     if one:
         owner = next(iter(owners))

@@ -113,6 +113,9 @@ def test_a_deadline_said_relative_to_its_day_is_answered_with_the_date_in_its_pl
     listed = listing(QueryPlan(record_types=["action"], owner_ids=["u1@x"]), [named], HERE).text
     assert "to move the invoice archive onto cold storage by the 13th of March (ACT-0004)" in listed, listed
     assert listed.count("13th") == 1
+    named = dataclasses.replace(MIGRATE, text="Nadia to move the invoice archive onto cold storage by Fri")
+    listed = listing(QueryPlan(record_types=["action"], owner_ids=["u1@x"]), [named], HERE).text
+    assert "onto cold storage by Fri the 13th of March (ACT-0004)" in listed, listed
 
 
 def test_dates_are_the_asking_channel_s_days():
