@@ -147,7 +147,7 @@ class _Speaker:
     def due_said(self, text: str, stored: str, due: datetime | None) -> tuple[str, str]:
         """`text` (a sentence about an action whose stored text is `stored`) and what follows it about the
         deadline `due` (", by <date>", or "" when `text` says it): a deadline said relative to its day ("by end
-        of next week", "by EOD", "today") gives way to the date it stood for, a weekday gets its date beside it
+        of this week", "by EOD", "today") gives way to the date it stood for, a weekday gets its date beside it
         ("by Friday (ACT-0004), by the 13th of March" reads as two dates: "by Friday the 13th of March")."""
         if not due or self.names_day(stored, due):
             return text, ""
@@ -246,7 +246,7 @@ class _Speaker:
         return self.note(record)
 
 
-# A deadline said relative to the day it was said ("by end of next week", "by EOD", "today"): read later, it
+# A deadline said relative to the day it was said ("by end of this week", "by EOD", "today"): read later, it
 # means nothing, so the answer says the date it stood for in its place.
 _RELATIVE_DUE = re.compile(
     r"\b(?:(?:by|before|until|till)\s+)?(?:(?:the\s+)?end of (?:the\s+)?(?:(?:next|this)\s+)?(?:day|week|month)"

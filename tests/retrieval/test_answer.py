@@ -105,7 +105,7 @@ def test_a_weekday_the_task_names_gets_the_date_beside_it_instead_of_a_second_de
 
 
 def test_a_deadline_said_relative_to_its_day_is_answered_with_the_date_in_its_place():
-    for said in ("by end of next week", "by EOD", "today", "until the end of this month"):
+    for said in ("by end of this week", "by EOD", "today", "until the end of this month"):
         named = dataclasses.replace(MIGRATE, text=f"Nadia to move the invoice archive onto cold storage {said}")
         first = first_sentence(answer("Who is moving the invoice archive?", [named]))
         assert "onto cold storage by the 13th of March (ACT-0004)." in first, first
