@@ -20,6 +20,7 @@ A message is described by
 Everything is computed from the window the tier is given; the text never leaves this call's memory.
 Embeddings of identical texts are reused from a small in-process cache keyed by a digest of the text
 (never by the text); Tier 1's reach Tier 2's process through Redis (`pack`, `unpack`: pipeline/window.py).
+Each text's hashed n-gram rows are reused the same way (`hashed`): a run's window is mostly the last run's.
 """
 
 from __future__ import annotations
@@ -319,20 +320,75 @@ def _dense(msgs: Sequence[Msg], vectors: np.ndarray, with_next: bool) -> np.ndar
     return np.hstack(blocks)
 
 
+# Each text's hashed rows, per vectoriser: a run's window is mostly the last run's, and a run builds two
+# matrices (Tier 1's, Tier 2's) over the same texts, so most rows were hashed before. Keyed by the vectoriser and
+# a digest of the text (never the text); bounded, least recently used first out.
+_ROWS_SIZE = 4096
+_rows_cache: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+_rows_lock = threading.Lock()
+WORDS, CHARS, EDGES, CONTEXT = range(4)
+
+
+def hashed(which: int, texts: Sequence[str]) -> sparse.csr_matrix:
+    """`vectorisers()[which].transform(texts)`, the same matrix (each row is its text's alone: a stateless
+    hashing and a row's own L2 norm), with the rows of texts hashed before taken from `_rows_cache`."""
+    from scipy import sparse
+
+    vectoriser = vectorisers()[which]
+    if not texts:
+        return vectoriser.transform(texts)
+    keys = [(which, _digest(t)) for t in texts]
+    rows: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(texts)
+    missing: dict[tuple[int, bytes], int] = {}
+    with _rows_lock:
+        for i, key in enumerate(keys):
+            hit = _rows_cache.get(key)
+            if hit is not None:
+                rows[i] = hit
+                _rows_cache.move_to_end(key)
+            else:
+                missing.setdefault(key, i)
+    if missing:
+        order = list(missing.items())
+        fresh_rows = vectoriser.transform([texts[i] for _, i in order])
+        fresh = {
+            key: (
+                fresh_rows.indices[fresh_rows.indptr[r] : fresh_rows.indptr[r + 1]].copy(),
+                fresh_rows.data[fresh_rows.indptr[r] : fresh_rows.indptr[r + 1]].copy(),
+            )
+            for r, (key, _) in enumerate(order)
+        }
+        with _rows_lock:
+            for key, row in fresh.items():
+                _rows_cache[key] = row
+            while len(_rows_cache) > _ROWS_SIZE:
+                _rows_cache.popitem(last=False)
+        rows = [row if row is not None else fresh[key] for row, key in zip(rows, keys, strict=True)]
+    indptr = np.zeros(len(rows) + 1, dtype=np.int32)
+    np.cumsum([len(row[0]) for row in rows], out=indptr[1:])  # type: ignore[index]
+    return sparse.csr_matrix(
+        (
+            np.concatenate([row[1] for row in rows]),  # type: ignore[index]
+            np.concatenate([row[0] for row in rows]),  # type: ignore[index]
+            indptr,
+        ),
+        shape=(len(rows), vectoriser.n_features),
+    )
+
+
 def _rows(dense: np.ndarray, texts: list[str], before: list[str], after: list[str] | None) -> sparse.csr_matrix:
     """Rows from their dense part and their texts (normalised), the texts before them (and after them)."""
     from scipy import sparse
 
-    words, chars, edges, context = vectorisers()
     blocks = [
         sparse.csr_matrix(dense),
-        words.transform(texts),
-        chars.transform(texts),
-        edges.transform(texts),
-        context.transform(before) * CONTEXT_WEIGHT,
+        hashed(WORDS, texts),
+        hashed(CHARS, texts),
+        hashed(EDGES, texts),
+        hashed(CONTEXT, before) * CONTEXT_WEIGHT,
     ]
     if after is not None:
-        blocks += [context.transform(after) * CONTEXT_WEIGHT, edges.transform(after) * CONTEXT_WEIGHT]
+        blocks += [hashed(CONTEXT, after) * CONTEXT_WEIGHT, hashed(EDGES, after) * CONTEXT_WEIGHT]
     return sparse.hstack(blocks, format="csr")
 
 
