@@ -260,7 +260,13 @@ def settle(block: bool = True) -> bool:
         failed = exc
     _UNREAD.discard(pg)
     if failed is not None:
-        _rollback(pg)  # a deferred receipt's failed statement leaves its transaction open
+        if _lost(pg) and not connection.in_atomic_block:
+            # The server dropped the connection before its answers came: replaced, not left closed or busy for
+            # the next user (Django checks a kept connection only when a request starts).
+            with suppress(Exception):
+                connection.close()
+        else:
+            _rollback(pg)  # a deferred receipt's failed statement leaves its transaction open
         # After the publish: the classify worker writes the receipt (ensure_receipt); a broken connection is
         # replaced by the next admission.
         logger.warning(
@@ -319,6 +325,17 @@ def _exec(pg: psycopg.Connection, query: bytes, expected: psycopg.pq.ExecStatus)
         message = pg.pgconn.get_error_message() or "the connection to the server was lost"
         raise psycopg.OperationalError(message)
     raise psycopg.errors.error_from_result(result, encoding=pg.info.encoding)
+
+
+def _lost(pg: psycopg.Connection) -> bool:
+    """Is `pg` closed, broken, still busy with answers, or in no known transaction state?"""
+    return (
+        pg.closed
+        or pg.broken
+        or pg.pgconn.status != psycopg.pq.ConnStatus.OK
+        or pg.pgconn.is_busy()
+        or pg.info.transaction_status in (psycopg.pq.TransactionStatus.UNKNOWN, psycopg.pq.TransactionStatus.ACTIVE)
+    )
 
 
 def _rollback(pg: psycopg.Connection) -> None:
