@@ -252,15 +252,23 @@ def test_on_its_own_the_receipt_is_written_after_the_response_and_a_failed_publi
 def test_on_its_own_the_admission_replaces_a_kept_connection_the_server_dropped(client, channel, published):
     """The webhook's path runs no per-request health check (`SELECT 1`): a kept connection that Postgres
     dropped since (a restart) fails the admission, which connects afresh and is sent once more."""
+    import time
+
     import psycopg
     from django.db import connection
 
-    from knowledge import gate
+    from knowledge import gate, receipts
 
     assert say(client, channel, "m1", "first on this connection").json() == {"status": "queued"}
+    receipts.settle()  # m1's receipt, sent after the response, is written before the server drops the connection
     dropped = connection.connection
+    pid = dropped.info.backend_pid
     with psycopg.connect(**connection.get_connection_params()) as other:
-        other.execute("SELECT pg_terminate_backend(%s)", [dropped.info.backend_pid])
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+        for _ in range(100):  # until the backend is gone: the next admission meets a dropped connection
+            if not other.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone():
+                break
+            time.sleep(0.02)
     gate.forget(channel)  # admitted in Postgres
     assert say(client, channel, "m2", "after the server dropped it").json() == {"status": "queued"}
     assert connection.connection is not dropped
