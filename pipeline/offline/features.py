@@ -163,9 +163,57 @@ def normalise(text: str) -> str:
 
 # --- embeddings -------------------------------------------------------------------------------------
 
-_CACHE_SIZE = 4096
-_cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
-_cache_lock = threading.Lock()
+
+class _Lru:
+    """A bounded, thread-safe map of this process, least recently used first out: the embedding cache and the
+    hashed rows' cache (keyed by digests of texts, never the texts)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._data
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            return self._data.get(key)
+
+    def lookup(self, keys: Sequence[Any]) -> tuple[list[Any], dict[Any, int]]:
+        """What is held for each of `keys` (None where nothing; a hit becomes the most recent) and the keys not
+        held, each with the first position it stands at."""
+        found: list[Any] = [None] * len(keys)
+        missing: dict[Any, int] = {}
+        with self._lock:
+            for i, key in enumerate(keys):
+                hit = self._data.get(key)
+                if hit is not None:
+                    found[i] = hit
+                    self._data.move_to_end(key)
+                else:
+                    missing.setdefault(key, i)
+        return found, missing
+
+    def store(self, fresh: dict[Any, Any], *, replace: bool = True) -> None:
+        """`fresh` put in (over what is held unless `replace` is False), the oldest dropped past `size`."""
+        with self._lock:
+            for key, value in fresh.items():
+                if replace or key not in self._data:
+                    self._data[key] = value
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+
+_cache = _Lru(4096)  # MiniLM vectors by the digest of their text
 
 
 def _digest(text: str) -> bytes:
@@ -177,28 +225,18 @@ def embed(texts: Sequence[str]) -> np.ndarray:
     from pipeline import embedder
 
     out = np.zeros((len(texts), DIM), dtype=np.float32)
-    keys = [_digest(t) for t in texts]
-    missing: dict[bytes, int] = {}
-    with _cache_lock:
-        for i, (key, text) in enumerate(zip(keys, texts, strict=True)):
-            if not text.strip():
-                continue
-            hit = _cache.get(key)
-            if hit is not None:
-                out[i] = hit
-                _cache.move_to_end(key)
-            else:
-                missing.setdefault(key, i)
+    said = [i for i, text in enumerate(texts) if text.strip()]
+    keys = [_digest(texts[i]) for i in said]
+    found, missing = _cache.lookup(keys)
+    for i, hit in zip(said, found, strict=True):
+        if hit is not None:
+            out[i] = hit
     if missing:
         order = list(missing.items())
-        vectors = np.asarray(embedder.embed_local([texts[i][:2000] for _, i in order]), dtype=np.float32)
+        vectors = np.asarray(embedder.embed_local([texts[said[k]][:2000] for _, k in order]), dtype=np.float32)
         fresh = {key: vector for (key, _), vector in zip(order, vectors, strict=True)}
-        with _cache_lock:
-            for key, vector in fresh.items():
-                _cache[key] = vector
-            while len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
-        for i, key in enumerate(keys):
+        _cache.store(fresh)
+        for i, key in zip(said, keys, strict=True):
             if key in fresh:
                 out[i] = fresh[key]
     return out
@@ -218,8 +256,7 @@ def pack(text: str) -> str | None:
     process to `unpack` (`pipeline.window.keep_vectors`: Tier 1 hands its vectors to Tier 2); None when the
     cache does not hold it."""
     key = _digest(text)
-    with _cache_lock:
-        vector = _cache.get(key)
+    vector = _cache.get(key)
     if vector is None:
         return None
     return base64.b64encode(key + np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
@@ -238,19 +275,13 @@ def unpack(texts: Sequence[str], packed: Sequence[str]) -> int:
         key = _digest(text)
         if len(blob) == 16 + 4 * DIM and blob[:16] == key and text.strip():
             fresh[key] = np.frombuffer(blob, dtype="<f4", offset=16).astype(np.float32)
-    with _cache_lock:
-        for key, vector in fresh.items():
-            if key not in _cache:
-                _cache[key] = vector
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
+    _cache.store(fresh, replace=False)
     return len(fresh)
 
 
 def cached(texts: Sequence[str]) -> list[bool]:
     """Whether this process's cache holds the vector of each of `texts` (as `embed` would be given them)."""
-    with _cache_lock:
-        return [_digest(t) in _cache for t in texts]
+    return [_digest(t) in _cache for t in texts]
 
 
 # --- feature matrices -----------------------------------------------------------------------------
@@ -323,9 +354,7 @@ def _dense(msgs: Sequence[Msg], vectors: np.ndarray, with_next: bool) -> np.ndar
 # Each text's hashed rows, per vectoriser: a run's window is mostly the last run's, and a run builds two
 # matrices (Tier 1's, Tier 2's) over the same texts, so most rows were hashed before. Keyed by the vectoriser and
 # a digest of the text (never the text); bounded, least recently used first out.
-_ROWS_SIZE = 4096
-_rows_cache: OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]] = OrderedDict()
-_rows_lock = threading.Lock()
+_rows_cache = _Lru(4096)  # (vectoriser, digest) -> the row's (indices, data)
 WORDS, CHARS, EDGES, CONTEXT = range(4)
 
 
@@ -338,16 +367,7 @@ def hashed(which: int, texts: Sequence[str]) -> sparse.csr_matrix:
     if not texts:
         return vectoriser.transform(texts)
     keys = [(which, _digest(t)) for t in texts]
-    rows: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(texts)
-    missing: dict[tuple[int, bytes], int] = {}
-    with _rows_lock:
-        for i, key in enumerate(keys):
-            hit = _rows_cache.get(key)
-            if hit is not None:
-                rows[i] = hit
-                _rows_cache.move_to_end(key)
-            else:
-                missing.setdefault(key, i)
+    rows, missing = _rows_cache.lookup(keys)
     if missing:
         order = list(missing.items())
         fresh_rows = vectoriser.transform([texts[i] for _, i in order])
@@ -358,11 +378,7 @@ def hashed(which: int, texts: Sequence[str]) -> sparse.csr_matrix:
             )
             for r, (key, _) in enumerate(order)
         }
-        with _rows_lock:
-            for key, row in fresh.items():
-                _rows_cache[key] = row
-            while len(_rows_cache) > _ROWS_SIZE:
-                _rows_cache.popitem(last=False)
+        _rows_cache.store(fresh)
         rows = [row if row is not None else fresh[key] for row, key in zip(rows, keys, strict=True)]
     indptr = np.zeros(len(rows) + 1, dtype=np.int32)
     np.cumsum([len(row[0]) for row in rows], out=indptr[1:])  # type: ignore[index]

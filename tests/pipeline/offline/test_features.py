@@ -30,6 +30,6 @@ def test_cached_hashed_rows_are_the_vectorisers_matrices_bit_for_bit() -> None:
 
 
 def test_the_row_cache_is_bounded(monkeypatch) -> None:
-    monkeypatch.setattr(features, "_ROWS_SIZE", 3)
+    monkeypatch.setattr(features._rows_cache, "size", 3)
     features.hashed(features.WORDS, [f"message number {k}" for k in range(10)])
     assert len(features._rows_cache) <= 3
