@@ -366,7 +366,13 @@ def _none_listed(plan: QueryPlan, setting: Setting) -> Answer | None:
     if len(people) > 1 or None in people:
         return None
     you = bool(people) and people[0] == setting.asker_id
-    if plan.record_types == ["decision"]:
+    if plan.record_types == ["signal"]:
+        text = (
+            f"I have no blocker on record raised by {'you' if you else people[0]}."
+            if people
+            else ("I have no blocker on record.")
+        )
+    elif plan.record_types == ["decision"]:
         whom = "you were" if you else (f"{people[0]} was" if people else "anyone was")
         text = f"I have no decision in force on record that {whom} party to."
     else:
@@ -387,6 +393,8 @@ def listing(plan: QueryPlan, records: Sequence[Record], setting: Setting) -> Ans
         return _none_listed(plan, setting)
     speaker = _Speaker(setting)
     shown, rest = list(records[:MAX_CITED]), records[MAX_CITED:]
+    if shown[0].type == "signal":
+        return _blockers(plan, records, speaker)
     if shown[0].type == "decision":
         items = [f"{_sentence(r.text)}{speaker.ref(r, speaker.date(r.occurred_at))}" for r in shown]
         if setting.asker_id in plan.owner_ids:
@@ -415,6 +423,31 @@ def listing(plan: QueryPlan, records: Sequence[Record], setting: Setting) -> Ans
         opening = f"There are {_actions(len(actions), state)}"
     dated = any(r.detail.get("deadline") for r in shown)
     return _listed_answer(opening, items, shown, rest, "due soonest" if dated else "newest")
+
+
+def _blockers(plan: QueryPlan, records: Sequence[Record], speaker: _Speaker) -> Answer:
+    """The blockers raised, newest first, each with who raised it and when ("There are two blockers on record:
+    the build fails on the new runner (Ana Lima, the 3rd of May); …"); of one person's, "Ana Lima raised …"."""
+    setting = speaker.setting
+    shown, rest = list(records[:MAX_CITED]), records[MAX_CITED:]
+    people = set(plan.owner_ids)
+    items = []
+    for record in shown:
+        who = "" if people else speaker.said_by(record)
+        items.append(f"{_clause(record.text)} ({', '.join(p for p in (who, speaker.date(record.occurred_at)) if p)})")
+    many = counted(len(records), "blocker")
+    if len(people) == 1:
+        person = next(iter(people))
+        name = "You" if person == setting.asker_id else (setting.names.get(person) or "They")
+        opening = f"{name} raised {many}"
+    else:
+        opening = f"There {'is' if len(records) == 1 else 'are'} {many} on record"
+    if rest:
+        opening += f"; the {number(len(shown))} newest"
+    text = f"{opening}: {joined(items, '; ')}."
+    if rest:
+        text += f" Besides them, {counted(len(rest), 'older one')}."
+    return Answer(text=voice(text), cited=shown, model=LOCAL_MODEL)
 
 
 _BESIDES = 6  # ids named after a list answer's first records; past them, how many more

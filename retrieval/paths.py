@@ -84,6 +84,7 @@ class _Listed:
     owned: str
     during: str
     always: tuple[str, ...] = ()
+    has_status: bool = True
 
 
 _DECISIONS = _Listed(
@@ -107,6 +108,20 @@ _ACTIONS = _Listed(
     f" AND (%(end)s::timestamptz IS NULL OR {_ACTION_TIME} < %(end)s)",
 )
 
+# Of signals, a plan lists only blockers ("is anything blocked?", `plan.offline_plan`); one raised by a person is
+# theirs.
+_BLOCKERS = _Listed(
+    "signal",
+    "conversation_signals",
+    "s",
+    at="s.occurred_at",
+    owned="s.participants && %(owners)s::text[]",
+    during="(%(start)s::timestamptz IS NULL OR s.occurred_at >= %(start)s)"
+    " AND (%(end)s::timestamptz IS NULL OR s.occurred_at < %(end)s)",
+    always=("s.signal_type = 'blocker'",),
+    has_status=False,
+)
+
 
 def _listed(table: _Listed, scoped: str, plan: QueryPlan, *, by_tags: bool) -> str:
     """One table's newest records in scope that pass the plan's filters (or, with none, carry one of its tags)."""
@@ -116,7 +131,7 @@ def _listed(table: _Listed, scoped: str, plan: QueryPlan, *, by_tags: bool) -> s
         cond.append(f"{a}.friendly_id = ANY(%(friendly)s)")
     if plan.owner_ids:
         cond.append(table.owned)
-    if plan.statuses:
+    if plan.statuses and table.has_status:
         cond.append(f"{a}.status = ANY(%(statuses)s)")
     if plan.time_range:
         cond.append(table.during)
@@ -157,6 +172,8 @@ def structured(
         parts.append(_listed(_DECISIONS, scope.decisions("d"), plan, by_tags=not has_filter))
     if "action" in want:
         parts.append(_listed(_ACTIONS, scope.actions("a"), plan, by_tags=not has_filter))
+    if "signal" in want:
+        parts.append(_listed(_BLOCKERS, scope.signals("s"), plan, by_tags=not has_filter))
     sql = f"SELECT t, id, tagged, at FROM ({' UNION ALL '.join(parts)}) x ORDER BY tagged DESC, at DESC LIMIT %(k)s"
     return fetch(sql, params, want)
 

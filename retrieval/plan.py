@@ -52,7 +52,7 @@ class QueryPlan(BaseModel):
     complexity: Annotated[float, Field(ge=0.0, le=1.0)] = 0.3
     # Structured filters
     owner_ids: Annotated[list[Annotated[str, Field(max_length=256)]], _first(10)] = []
-    record_types: Annotated[list[Literal["decision", "action"]], _first(2)] = []
+    record_types: Annotated[list[Literal["decision", "action", "signal"]], _first(2)] = []
     statuses: Annotated[list[Annotated[str, Field(max_length=20)]], _first(5)] = []
     friendly_ids: Annotated[list[Annotated[str, Field(pattern=r"^(DEC|ACT)-\d{1,6}$")]], _first(10)] = []
 
@@ -71,7 +71,7 @@ class PlanContext:
 # Words that frame a question rather than say what it is about; they would match everything.
 _FRAMING = frozenset(
     """
-    what whats which who whos whom whose when where why how did do does we our us you i me my is are was were
+    what whats which who whos whom whose when where why how did do does we our us you i me my am is are was were
     be been being the a an of to in on for at by with about from into any anything there this that these those
     decide decided decision decisions agree agreed agreement plan planned now still currently current again
     go going get got have has had will would shall should can could may might need needs so and or not
@@ -112,7 +112,7 @@ _DATEISH = re.compile(
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*[A-Za-z0-9]|[A-Za-z0-9]")
 _OPEN = re.compile(r"\b(open|outstanding|pending|still to do|to-?do)\b", re.I)
 _DONE = re.compile(r"\b(done|finished|completed)\b", re.I)
-_SELF = re.compile(r"\b(my|mine|i own|assigned to me|on me)\b", re.I)
+_SELF = re.compile(r"\b(my|mine|i own|am i|assigned to me|on me)\b", re.I)
 
 
 def _time_range(question: str, now: datetime) -> TimeRange | None:
@@ -207,14 +207,27 @@ _WORKLOAD_WORDS = frozenset(
 _DECIDING = re.compile(r"\b(decid\w*|decisions?|agreed|settled)\b", re.I)
 
 
-def _asks_for_a_list(question: str, keywords: list[str], names: list[str], cue: re.Pattern[str] = _WORKLOAD) -> bool:
+# What is in the way: "is anything blocked?", "any blockers?", "what is Ana stuck on?". Asked of no subject of its
+# own, its answer is the blockers raised (signals of that kind), listed; "what blocked the release?" names one and
+# is searched as any question is.
+_BLOCKING = re.compile(r"\b(block(ed|ers?|ing)|stuck|impediments?|held up)\b", re.I)
+_BLOCKING_WORDS = frozenset("blocker blockers impediment impediments list all open outstanding pending".split())
+
+
+def _asks_for_a_list(
+    question: str,
+    keywords: list[str],
+    names: list[str],
+    cue: re.Pattern[str] = _WORKLOAD,
+    words: frozenset[str] = _WORKLOAD_WORDS,
+) -> bool:
     """Whether `question` asks what someone has on (or which actions are open; with `_DECIDING`, what someone
-    decided) and nothing narrower: every content word is a name of the person asked about or a word of having
-    work on."""
+    decided; with `_BLOCKING` and its words, what is in someone's way) and nothing narrower: every content word is
+    a name of the person asked about or one of `words`."""
     if not cue.search(question):
         return False
     named = {w.lower() for surface in names for w in words_of(surface)}
-    return all(k in _WORKLOAD_WORDS or k in named for k in keywords)
+    return all(k in words or k in named for k in keywords)
 
 
 def offline_plan(question: str, ctx: PlanContext) -> QueryPlan:
@@ -234,7 +247,7 @@ def offline_plan(question: str, ctx: PlanContext) -> QueryPlan:
         statuses.append("open")
     elif _DONE.search(question) and intent != "accountability":
         statuses.append("done")
-    record_types: list[Literal["decision", "action"]] = []
+    record_types: list[Literal["decision", "action", "signal"]] = []
     lowered = question.lower()
     if re.search(r"\b(actions?|tasks?|to-?dos?)\b", lowered):
         record_types.append("action")
@@ -249,7 +262,9 @@ def offline_plan(question: str, ctx: PlanContext) -> QueryPlan:
         paths.append("summary")
     response_format: ResponseFormat = "direct_answer"
     named = _match_names_raw(question, ctx.members)
-    if "action" not in record_types and owner_ids and _asks_for_a_list(question, keywords, named, _DECIDING):
+    if not record_types and _asks_for_a_list(question, keywords, named, _BLOCKING, _BLOCKING_WORDS):
+        response_format, record_types, statuses = "list", ["signal"], []
+    elif "action" not in record_types and owner_ids and _asks_for_a_list(question, keywords, named, _DECIDING):
         response_format, record_types, statuses = "list", ["decision"], ["active"]
     elif (owner_ids or statuses or record_types == ["action"]) and _asks_for_a_list(question, keywords, named):
         response_format, record_types = "list", ["action"]

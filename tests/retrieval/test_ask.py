@@ -213,6 +213,36 @@ def test_a_member_with_nothing_on_record_is_known_by_name(workload, redis_url):
         members.flush(ch.channel_id)
 
 
+def test_what_is_in_the_way_is_listed_newest_first_with_who_raised_it(workload, redis_url):
+    ch, priya, tom, *_ = workload
+    members.add(ch.channel_id, [members.Member(priya, name="Priya Shah"), members.Member(tom, name="Tom Berg")])
+    try:
+        quota = f.signal(
+            ch, "The staging cluster has no free quota", participants=[tom], signal_type="blocker", days_ago=6
+        )
+        keys = f.signal(ch, "Vendor API keys have not arrived", participants=[priya], signal_type="blocker", days_ago=2)
+        f.signal(ch, "Priya shared the quarterly numbers", participants=[priya], signal_type="update")
+        f.signal(f.channel(name="print-room"), "The plotter is jammed", participants=[tom], signal_type="blocker")
+        every = ask(ch.channel_id, tom, "is anything blocked?")
+        assert every.answer.startswith(
+            "There are two blockers on record: Vendor API keys have not arrived (Priya Shah, the "
+        )
+        assert "; and the staging cluster has no free quota (Tom Berg, the " in every.answer
+        assert "quarterly" not in every.answer and "plotter" not in every.answer  # not a blocker; another channel
+        assert [r.id for r in every.records] == [str(keys.id), str(quota.id)]
+        assert ask(ch.channel_id, priya, "what is Tom stuck on?").answer.startswith(
+            "Tom Berg raised one blocker: the staging cluster has no free quota (the "
+        )
+        assert ask(ch.channel_id, priya, "am I blocked?").answer.startswith("You raised one blocker: Vendor API keys")
+        # A question that names what was held up is searched, not listed.
+        assert not ask(ch.channel_id, tom, "what blocked the vendor API keys?").answer.startswith("There are")
+        quiet = f.channel(name="handbook")
+        assert ask(quiet.channel_id, tom, "any blockers?").answer == "I have no blocker on record."
+    finally:
+        members.flush(ch.channel_id)
+    assert ask(ch.channel_id, priya, "what's Tom blocked on?").answer.startswith("Tom Berg raised one blocker")
+
+
 def test_whether_a_question_asks_for_a_list_is_read_from_its_words_not_the_models_plan(workload, settings):
     ch, _priya, tom, (soon, *_rest), _done = workload
     narrow = {
