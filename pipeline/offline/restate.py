@@ -233,6 +233,9 @@ _ASIDE = re.compile(
 _DECISION_ASIDE = re.compile(
     r"\s*(?:\(|\s[-\u2013\u2014]\s|;|\bbecause\b|\bsince\b|\bso that\b|, so\b|, which\b|, as\b)"
 )
+# In a task, a comma before "we"/"they"/"he"/"she" opens a clause about someone else ("book the van for Friday, they
+# close early on Saturdays"): the owner's task ends there.
+_TASK_ASIDE = re.compile(_ASIDE.pattern[:-1] + r"|,\s+(?i:we|they|he|she)\b(?!\s+(?:to|and|or)\b))")
 _REQUEST_LEAD = re.compile(
     r"^.*?\b(?:can|could|would|will) you(?: please| pls| also| maybe)?\s+|^.*?\bplease\s+|^.*?\bpls\s+"
     r"|^.*?\bneed you to\s+|^.*?\bare you(?: two| both| all)? (?:ok|okay|able|happy|free|available) to\s+"
@@ -488,20 +491,22 @@ def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str
     parts = sentences(cleaned) or [cleaned]
     for k, part in enumerate(parts):
         if match := _OFFER_LEAD.search(part):
-            return _verb_phrase(third_person(_first_clause(part[match.end() :]), owner, addressee))
+            return _verb_phrase(third_person(_first_clause(part[match.end() :], _TASK_ASIDE), owner, addressee))
         if match := _ASK_FOR.search(part):  # "could I have the shortlist" asks for it to be sent
-            return _verb_phrase(f"send {actor} " + third_person(_first_clause(part[match.end() :]), actor, owner))
+            return _verb_phrase(
+                f"send {actor} " + third_person(_first_clause(part[match.end() :], _TASK_ASIDE), actor, owner)
+            )
         if match := _REQUEST_LEAD.search(part):
-            return _verb_phrase(third_person(_first_clause(part[match.end() :]), actor, owner))
+            return _verb_phrase(third_person(_first_clause(part[match.end() :], _TASK_ASIDE), actor, owner))
         if k and owner != actor and (told := _told(part, owner)):  # "… Then switch. Ana, cancel the order."
-            return _verb_phrase(third_person(_first_clause(told), actor, owner))
+            return _verb_phrase(third_person(_first_clause(told, _TASK_ASIDE), actor, owner))
         if match := _COMMIT_LEAD.search(part):
             # "I changed the settings last week. I'll add it back": a report in the first person gives way to a
             # promise said after it.
             if _firm(part) or not any(_PROMISE.search(p) or _OFFER_LEAD.search(p) for p in parts[k + 1 :]):
-                return _verb_phrase(third_person(_first_clause(part[match.end() :]), owner, addressee))
+                return _verb_phrase(third_person(_first_clause(part[match.end() :], _TASK_ASIDE), owner, addressee))
     # A task said as a statement ("that one is yours"): its first clause only; what it points at is found apart.
-    return _verb_phrase(normal_form(cleaned, actor, owner, run_on=False))
+    return _verb_phrase(normal_form(cleaned, actor, owner, aside=_TASK_ASIDE, run_on=False))
 
 
 _UNDER_WAY = re.compile(r"\bi(?:'?m| am)\s+\w+ing\b|\bi\s+(?:can'?t|cannot|won'?t|don'?t|do not|am not)\b", re.I)

@@ -160,6 +160,18 @@ def test_an_emphatic_reflexive_is_not_carried_into_the_third_person() -> None:
     assert "ourselves" not in normal_form("we'll host the tasting ourselves this year", "Dana")
 
 
+def test_a_task_ends_where_a_clause_about_someone_else_begins() -> None:
+    assert (
+        task("I'll book the van for Friday, they close early on Saturdays", "Dana", "Dana") == "book the van for Friday"
+    )
+    assert (
+        task("@omar can you ring the printers today, we need the proofs back", "Dana", "Omar")
+        == "ring the printers today"
+    )
+    # "we" as the task's own object, or joined to it, is part of it.
+    assert task("I'll tell the suppliers, we and they agreed on Monday", "Dana", "Dana").endswith("agreed on Monday")
+
+
 def test_a_task_said_with_a_gerund_reads_in_the_base_form() -> None:
     assert task("@omar can you please booking the minibus for the away day", "Dana", "Omar").startswith(
         "book the minibus"
