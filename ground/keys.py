@@ -24,7 +24,8 @@ from django.conf import settings
 
 ROOT = "jeeves:"
 
-DAY_S = 24 * 3600
+HOUR_S = 3600
+DAY_S = 24 * HOUR_S
 
 
 def glob_escape(value: str) -> str:
@@ -79,279 +80,137 @@ def _cfg():
     return settings.JEEVES
 
 
+def _sweep_lock_s() -> float:
+    """90 % of the sweep interval, at least 100 ms (the lock is set in milliseconds)."""
+    return max(int(_cfg().sweep_interval_s * 900), 100) / 1000
+
+
+def _bucket_fill_s() -> float:
+    """The time a token bucket takes to fill, and a minute (the bucket is only used when the rate is above 0)."""
+    return math.ceil(_cfg().channel_burst / _cfg().channel_rate) + 60 if _cfg().channel_rate > 0 else 60
+
+
+# The table. Each family: its name, key prefix, key parts, Redis type and whether it may hold message text; the
+# module that writes it and its TTL (with the setting the TTL follows, or why there is none); what a key holds; what
+# the family is for.
+# fmt: off
+
 # --------------------------------------------------------------------------- transient text
 
-WINDOW = Family(
-    name="window",
-    prefix="jeeves:window:",
-    parts=("channel_id",),
-    type="list",
-    text=True,
+WINDOW = Family("window", "jeeves:window:", ("channel_id",), "list", text=True,
+    owner="pipeline/window.py", ttl=lambda: _cfg().window_max_age_s, ttl_setting="JEEVES_WINDOW_MAX_AGE_S",
     holds="the channel's recent messages as JSON (id, author, timestamp, text, mentions, quoted id, arrival)",
-    owner="pipeline/window.py",
-    description="the sliding window: the only place raw text rests; trimmed to JEEVES_WINDOW_SIZE and by age",
-    ttl=lambda: _cfg().window_max_age_s,
-    ttl_setting="JEEVES_WINDOW_MAX_AGE_S",
-)
-CLAIM_CHECK = Family(
-    name="claim-check",
-    prefix="jeeves:msg:",
-    parts=("channel_id", "wire_msg_id"),
-    type="string",
-    text=True,
+    description="the sliding window: the only place raw text rests; trimmed to JEEVES_WINDOW_SIZE and by age")
+CLAIM_CHECK = Family("claim-check", "jeeves:msg:", ("channel_id", "wire_msg_id"), "string", text=True,
+    owner="pipeline/claimcheck.py", ttl=lambda: _cfg().queue_ttl_s, ttl_setting="JEEVES_QUEUE_TTL_S",
     holds="one message's text, or a command's body and mentions (JSON)",
-    owner="pipeline/claimcheck.py",
-    description="text parked for the task that carries only its key (classify, respond)",
-    ttl=lambda: _cfg().queue_ttl_s,
-    ttl_setting="JEEVES_QUEUE_TTL_S",
-)
+    description="text parked for the task that carries only its key (classify, respond)")
 
-WINDOW_VECTORS = Family(
-    name="window-vectors",
-    prefix="jeeves:window-vectors:",
-    parts=("channel_id",),
-    type="hash",
-    text=False,
+WINDOW_VECTORS = Family("window-vectors", "jeeves:window-vectors:", ("channel_id",), "hash", text=False,
+    owner="pipeline/window.py", ttl=lambda: _cfg().window_max_age_s, ttl_setting="JEEVES_WINDOW_MAX_AGE_S",
     holds="wire_msg_id -> a digest of the message's text and its bundled MiniLM vector (384 float32); never the text",
-    owner="pipeline/window.py",
     description="Tier 1's vectors of window messages, read by the offline engine's Tier 2 instead of embedding the "
-    "messages again; pruned to the window's messages by each extraction run, removed with them from the window",
-    ttl=lambda: _cfg().window_max_age_s,
-    ttl_setting="JEEVES_WINDOW_MAX_AGE_S",
-)
+    "messages again; pruned to the window's messages by each extraction run, removed with them from the window")
 
 # --------------------------------------------------------------------------- members
 
-MEMBERS = Family(
-    name="members",
-    prefix="jeeves:members:",
-    parts=("channel_id",),
-    type="hash",
-    text=False,
-    holds="qualified user id -> JSON role, name, handle",
-    owner="pipeline/members.py",
-    description="the channel's member cache (members live in Redis, not Postgres)",
-    ttl=None,
+MEMBERS = Family("members", "jeeves:members:", ("channel_id",), "hash", text=False,
+    owner="pipeline/members.py", ttl=None,
     no_ttl="kept while Jeeves is in the channel; flushed when it leaves, on purge and on a personal data request",
-)
-EARLY_JOINS = Family(
-    name="early-joins",
-    prefix="jeeves:early-joins:",
-    parts=("channel_id",),
-    type="list",
-    text=False,
+    holds="qualified user id -> JSON role, name, handle",
+    description="the channel's member cache (members live in Redis, not Postgres)")
+EARLY_JOINS = Family("early-joins", "jeeves:early-joins:", ("channel_id",), "list", text=False,
+    owner="wire_bridge/ingest.py", ttl=HOUR_S,
     holds="members (JSON user id, role, name, handle) of a user_joined that overtook its app_added",
-    owner="wire_bridge/ingest.py",
-    description="joins waiting for the app_added that introduces their conversation",
-    ttl=3600,
-)
+    description="joins waiting for the app_added that introduces their conversation")
 
 # --------------------------------------------------------------------------- debounced extraction
 
-EXTRACT_PENDING = Family(
-    name="extract-pending",
-    prefix="jeeves:extract:pending:",
-    parts=("channel_id",),
-    type="set",
-    text=False,
+# Outlives the window by a margin so an eviction is still seen and counted.
+EXTRACT_PENDING = Family("extract-pending", "jeeves:extract:pending:", ("channel_id",), "set", text=False,
+    owner="pipeline/debounce.py", ttl=lambda: _cfg().window_max_age_s * 2, ttl_setting="JEEVES_WINDOW_MAX_AGE_S (x2)",
     holds="wire_msg_ids classified and not yet extracted",
-    owner="pipeline/debounce.py",
-    description="the extraction watermark: a run takes these and removes them once its writes committed",
-    # Outlives the window by a margin so an eviction is still seen and counted.
-    ttl=lambda: _cfg().window_max_age_s * 2,
-    ttl_setting="JEEVES_WINDOW_MAX_AGE_S (x2)",
-)
-EXTRACT_BURST = Family(
-    name="extract-burst",
-    prefix="jeeves:extract:burst:",
-    parts=("channel_id",),
-    type="string",
-    text=False,
+    description="the extraction watermark: a run takes these and removes them once its writes committed")
+EXTRACT_BURST = Family("extract-burst", "jeeves:extract:burst:", ("channel_id",), "string", text=False,
+    owner="pipeline/debounce.py", ttl=lambda: _cfg().window_max_age_s * 2, ttl_setting="JEEVES_WINDOW_MAX_AGE_S (x2)",
     holds="JSON: the wire_msg_ids of the last run's open burst and its countdown",
-    owner="pipeline/debounce.py",
-    description="the offline engine's burst the last run left open: the next run's first messages continue it",
-    ttl=lambda: _cfg().window_max_age_s * 2,
-    ttl_setting="JEEVES_WINDOW_MAX_AGE_S (x2)",
-)
-EXTRACT_LOCK = Family(
-    name="extract-lock",
-    prefix="jeeves:extract:lock:",
-    parts=("channel_id",),
-    type="string",
-    text=False,
-    holds="the unix time the scheduled run is due",
-    owner="pipeline/debounce.py",
-    description="a run is scheduled; high-signal messages arriving meanwhile ride on it",
-    # A scheduled run that no worker reached by then has expired; the lock must not outlive it.
-    ttl=lambda: int(_cfg().extract_debounce_s) + 120,
+    description="the offline engine's burst the last run left open: the next run's first messages continue it")
+# A scheduled run that no worker reached by then has expired; the lock must not outlive it.
+EXTRACT_LOCK = Family("extract-lock", "jeeves:extract:lock:", ("channel_id",), "string", text=False,
+    owner="pipeline/debounce.py", ttl=lambda: int(_cfg().extract_debounce_s) + 120,
     ttl_setting="JEEVES_EXTRACT_DEBOUNCE_S (+120 s)",
-)
-EXTRACT_RUNNING = Family(
-    name="extract-running",
-    prefix="jeeves:extract:running:",
-    parts=("channel_id",),
-    type="string",
-    text=False,
+    holds="the unix time the scheduled run is due",
+    description="a run is scheduled; high-signal messages arriving meanwhile ride on it")
+EXTRACT_RUNNING = Family("extract-running", "jeeves:extract:running:", ("channel_id",), "string", text=False,
+    owner="pipeline/debounce.py", ttl=lambda: int(_cfg().task_lease_s), ttl_setting="JEEVES_TASK_LEASE_S",
     holds="the running run's token",
-    owner="pipeline/debounce.py",
-    description="a run is in progress; a second run waits for it (a lease, renewed while the run lives)",
-    ttl=lambda: int(_cfg().task_lease_s),
-    ttl_setting="JEEVES_TASK_LEASE_S",
-)
+    description="a run is in progress; a second run waits for it (a lease, renewed while the run lives)")
 
-CLASSIFY_TAKEN = Family(
-    name="classify-taken",
-    prefix="jeeves:classify:taken:",
-    parts=("channel_id", "wire_msg_id"),
-    type="string",
-    text=False,
-    holds='"1"; "done" once its receipt is at tier 1',
-    owner="pipeline/batch.py",
-    description="a classify task's batch is classifying this message (other batches leave it out), or has "
-    "classified it (its own task then does nothing, without a query)",
-    # As long as its own task may still be delivered (it expires then); at least a classify task's time limit.
-    ttl=lambda: max(60, _cfg().queue_ttl_s + int(_cfg().clock_skew_s)),
+# As long as its own task may still be delivered (it expires then); at least a classify task's time limit.
+CLASSIFY_TAKEN = Family("classify-taken", "jeeves:classify:taken:", ("channel_id", "wire_msg_id"), "string", text=False,
+    owner="pipeline/batch.py", ttl=lambda: max(60, _cfg().queue_ttl_s + int(_cfg().clock_skew_s)),
     ttl_setting="JEEVES_QUEUE_TTL_S + JEEVES_CLOCK_SKEW_S (at least 60 s)",
-)
+    holds='"1"; "done" once its receipt is at tier 1',
+    description="a classify task's batch is classifying this message (other batches leave it out), or has "
+    "classified it (its own task then does nothing, without a query)")
 
 # --------------------------------------------------------------------------- liveness
 
-LEASE = Family(
-    name="lease",
-    prefix="jeeves:lease:",
-    parts=("task_id",),
-    type="string",
-    text=False,
+LEASE = Family("lease", "jeeves:lease:", ("task_id",), "string", text=False,
+    owner="pipeline/liveness.py", ttl=lambda: int(_cfg().task_lease_s), ttl_setting="JEEVES_TASK_LEASE_S",
     holds='"1"',
-    owner="pipeline/liveness.py",
-    description="a running task's lease, renewed every third of it by the process running the task",
-    ttl=lambda: int(_cfg().task_lease_s),
-    ttl_setting="JEEVES_TASK_LEASE_S",
-)
-SWEEP_LOCK = Family(
-    name="sweep-lock",
-    prefix="jeeves:sweep:lock",
-    parts=(),
-    type="string",
-    text=False,
+    description="a running task's lease, renewed every third of it by the process running the task")
+SWEEP_LOCK = Family("sweep-lock", "jeeves:sweep:lock", (), "string", text=False,
+    owner="pipeline/liveness.py", ttl=_sweep_lock_s, ttl_setting="JEEVES_SWEEP_INTERVAL_S (x0.9)",
     holds="the pid of the sweeping process",
-    owner="pipeline/liveness.py",
-    description="one sweeper per interval across the workers",
-    # Set in milliseconds: 90 % of the interval, at least 100 ms.
-    ttl=lambda: max(int(_cfg().sweep_interval_s * 900), 100) / 1000,
-    ttl_setting="JEEVES_SWEEP_INTERVAL_S (x0.9)",
-)
-SWEEP_RESTORED = Family(
-    name="sweep-restored",
-    prefix="jeeves:sweep:restored",
-    parts=(),
-    type="string",
-    text=False,
-    holds="a counter: tasks the sweepers put back",
-    owner="pipeline/liveness.py",
-    description="exported at /metrics (jeeves_tasks_put_back)",
-    ttl=None,
+    description="one sweeper per interval across the workers")
+SWEEP_RESTORED = Family("sweep-restored", "jeeves:sweep:restored", (), "string", text=False,
+    owner="pipeline/liveness.py", ttl=None,
     no_ttl="a counter since Redis started (Redis keeps nothing across restarts): one key, a number, no ids",
-)
-RECONCILE_LOCK = Family(
-    name="reconcile-lock",
-    prefix="jeeves:sweep:reconcile",
-    parts=(),
-    type="string",
-    text=False,
+    holds="a counter: tasks the sweepers put back",
+    description="exported at /metrics (jeeves_tasks_put_back)")
+RECONCILE_LOCK = Family("reconcile-lock", "jeeves:sweep:reconcile", (), "string", text=False,
+    owner="pipeline/liveness.py", ttl=30,
     holds="the pid of the process that published the reconcile task",
-    owner="pipeline/liveness.py",
-    description="one reconcile task per period across the workers (its TTL is the period)",
-    ttl=30,
-)
-CLOCK = Family(
-    name="clock",
-    prefix="jeeves:clock",
-    parts=(),
-    type="hash",
-    text=False,
-    holds='"host:pid" -> "offset_s unix_time"',
-    owner="pipeline/liveness.py",
-    description="each worker process's clock offset to Redis, exported at /metrics",
-    ttl=None,
+    description="one reconcile task per period across the workers (its TTL is the period)")
+CLOCK = Family("clock", "jeeves:clock", (), "hash", text=False,
+    owner="pipeline/liveness.py", ttl=None,
     no_ttl="one field per process, overwritten every sweep; /metrics shows only those seen in the last 10 minutes",
-)
+    holds='"host:pid" -> "offset_s unix_time"',
+    description="each worker process's clock offset to Redis, exported at /metrics")
 
 # --------------------------------------------------------------------------- the bridge
 
-SEEN = Family(
-    name="seen",
-    prefix="jeeves:seen:",
-    parts=("channel_id", "event_key"),
-    type="string",
-    text=False,
+SEEN = Family("seen", "jeeves:seen:", ("channel_id", "event_key"), "string", text=False,
+    owner="wire_bridge/ingest.py", ttl=DAY_S,
     holds='"1" (the event key: a message\'s or a command\'s wire_msg_id, or "button:" and the click\'s dedupe key)',
-    owner="wire_bridge/ingest.py",
     description="once-only marker: a text message admitted (the webhook's dedupe, before its receipt is written)"
-    ", a command, a button click",
-    ttl=DAY_S,
-)
-GATE = Family(
-    name="gate",
-    prefix="jeeves:gate:",
-    parts=("channel_id",),
-    type="hash",
-    text=False,
+    ", a command, a button click")
+GATE = Family("gate", "jeeves:gate:", ("channel_id",), "hash", text=False,
+    owner="knowledge/gate.py", ttl=HOUR_S,
     holds='"g": the channel\'s state and epoch ("active:3", "paused:3", "secure:4", "left:3"); "t:<wire_msg_id>": '
     "a message its author deleted",
-    owner="knowledge/gate.py",
     description="the webhook's admission gate, a copy of channel_config's state, epoch and left_at and of the "
     "channel's tombstones: filled from Postgres when missing, deleted by every writer of those columns under the "
-    "row's lock",
-    ttl=3600,
-)
-BUCKET = Family(
-    name="bucket",
-    prefix="jeeves:bucket:",
-    parts=("channel_id",),
-    type="hash",
-    text=False,
+    "row's lock")
+BUCKET = Family("bucket", "jeeves:bucket:", ("channel_id",), "hash", text=False,
+    owner="wire_bridge/ingest.py", ttl=_bucket_fill_s, ttl_setting="JEEVES_CHANNEL_BURST / JEEVES_CHANNEL_RATE (+60 s)",
     holds="tokens, at (the token bucket's state, on Redis' clock)",
-    owner="wire_bridge/ingest.py",
-    description="fairness: the channel's token bucket (JEEVES_CHANNEL_RATE messages/s, JEEVES_CHANNEL_BURST)",
-    # The time a bucket takes to fill, and a minute (the bucket is only used when the rate is above 0).
-    ttl=lambda: math.ceil(_cfg().channel_burst / _cfg().channel_rate) + 60 if _cfg().channel_rate > 0 else 60,
-    ttl_setting="JEEVES_CHANNEL_BURST / JEEVES_CHANNEL_RATE (+60 s)",
-)
-REPLIED = Family(
-    name="replied",
-    prefix="jeeves:replied:",
-    parts=("channel_id", "ref"),
-    type="string",
-    text=False,
+    description="fairness: the channel's token bucket (JEEVES_CHANNEL_RATE messages/s, JEEVES_CHANNEL_BURST)")
+REPLIED = Family("replied", "jeeves:replied:", ("channel_id", "ref"), "string", text=False,
+    owner="wire_bridge/respond.py", ttl=DAY_S,
     holds='"1" (ref: the wire_msg_id answered, or a button reply\'s reference)',
-    owner="wire_bridge/respond.py",
-    description="a reply was sent: a redelivered respond task does not answer twice",
-    ttl=DAY_S,
-)
-QUESTIONS = Family(
-    name="questions",
-    prefix="jeeves:questions:",
-    parts=("user_id",),
-    type="string",
-    text=False,
+    description="a reply was sent: a redelivered respond task does not answer twice")
+QUESTIONS = Family("questions", "jeeves:questions:", ("user_id",), "string", text=False,
+    owner="wire_bridge/dispatch.py", ttl=60,
     holds="a counter: questions the person asked this minute",
-    owner="wire_bridge/dispatch.py",
-    description="JEEVES_QUESTIONS_PER_MINUTE per person, a fixed one-minute window on Redis' clock",
-    ttl=60,
-)
-POLL = Family(
-    name="poll",
-    prefix="jeeves:poll:",
-    parts=("poll_id",),
-    type="string",
-    text=False,
+    description="JEEVES_QUESTIONS_PER_MINUTE per person, a fixed one-minute window on Redis' clock")
+# A click on a poll older than this gets a polite "lapsed".
+POLL = Family("poll", "jeeves:poll:", ("poll_id",), "string", text=False,
+    owner="wire_bridge/roman.py", ttl=30 * DAY_S,
     holds="JSON channel id and the poll's button ids",
-    owner="wire_bridge/roman.py",
-    description="Roman buttons are polls answered by position: the button ids to map a position back",
-    # A click on a poll older than this gets a polite "lapsed".
-    ttl=30 * DAY_S,
-)
+    description="Roman buttons are polls answered by position: the button ids to map a position back")
+# fmt: on
 
 FAMILIES: tuple[Family, ...] = (
     CLAIM_CHECK,
