@@ -51,65 +51,35 @@ if multiproc_dir():
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _TASK_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
-WEBHOOK_EVENTS = Counter(
-    "jeeves_webhook_events",
-    "Webhook events by protocol (sidecar, roman), event type and outcome (the ingest outcome, or why refused).",
-    ["protocol", "type", "outcome"],
-)
-INGEST_SECONDS = Histogram(
-    "jeeves_ingest_seconds",
-    "Time from a webhook request's arrival to its answer (authentication, parsing, ingest).",
-    ["protocol"],
-    buckets=_LATENCY_BUCKETS,
-)
-TASKS = Counter(
-    "jeeves_tasks",
-    "Celery tasks finished, by queue, task and outcome (succeeded, retried, failed, expired, revoked).",
-    ["queue", "task", "outcome"],
-)
-TASK_SECONDS = Histogram(
-    "jeeves_task_duration_seconds",
-    "Time a task ran in a worker, by queue (the tier: classify = Tier 1, extract = Tier 2, embed = Tier 3).",
-    ["queue", "task"],
-    buckets=_TASK_BUCKETS,
-)
-CLAIM_CHECK_EXPIRED = Counter(
-    "jeeves_claim_check_expired",
-    "Messages whose text expired under its claim-check key before a worker classified it.",
-)
-LLM_CALLS = Counter(
-    "jeeves_llm_calls",
-    "Model calls (one per attempt; model 'local' is the offline engine) by slot, model and outcome.",
-    ["slot", "model", "outcome"],
-)
-LLM_TOKENS = Counter(
-    "jeeves_llm_tokens",
-    "Tokens the model provider reported, by slot, model and kind (prompt, completion).",
-    ["slot", "model", "kind"],
-)
-LLM_SECONDS = Histogram(
-    "jeeves_llm_latency_seconds",
-    "Latency of a model call (an attempt), by slot and model.",
-    ["slot", "model"],
-    buckets=_LATENCY_BUCKETS,
-)
-LLM_FALLBACKS = Counter(
-    "jeeves_llm_fallbacks",
-    "Model calls made by a slot's fallback (its fallback model, or the offline engine after the models failed).",
-    ["slot", "model"],
-)
-RETRIEVAL_SECONDS = Histogram(
-    "jeeves_retrieval_seconds",
-    "Time of a question's steps and paths (plan, structured, semantic, fulltext, graph, summary, fuse, answer,"
-    " total), by the answer's outcome (cited, no_record).",
-    ["path", "outcome"],
-    buckets=_LATENCY_BUCKETS,
-)
-PROACTIVE = Counter(
-    "jeeves_proactive_messages",
-    "What Jeeves said unasked, by kind (nudge, summary, contradiction_prompt, digest).",
-    ["kind"],
-)
+# The series: each one's name, labels (and buckets), then what it counts or times.
+# fmt: off
+WEBHOOK_EVENTS = Counter("jeeves_webhook_events", labelnames=["protocol", "type", "outcome"],
+    documentation="Webhook events by protocol (sidecar, roman), event type and outcome (the ingest outcome, or why"
+    " refused).")
+INGEST_SECONDS = Histogram("jeeves_ingest_seconds", labelnames=["protocol"], buckets=_LATENCY_BUCKETS,
+    documentation="Time from a webhook request's arrival to its answer (authentication, parsing, ingest).")
+TASKS = Counter("jeeves_tasks", labelnames=["queue", "task", "outcome"],
+    documentation="Celery tasks finished, by queue, task and outcome (succeeded, retried, failed, expired, revoked).")
+TASK_SECONDS = Histogram("jeeves_task_duration_seconds", labelnames=["queue", "task"], buckets=_TASK_BUCKETS,
+    documentation="Time a task ran in a worker, by queue (the tier: classify = Tier 1, extract = Tier 2, embed ="
+    " Tier 3).")
+CLAIM_CHECK_EXPIRED = Counter("jeeves_claim_check_expired",
+    documentation="Messages whose text expired under its claim-check key before a worker classified it.")
+LLM_CALLS = Counter("jeeves_llm_calls", labelnames=["slot", "model", "outcome"],
+    documentation="Model calls (one per attempt; model 'local' is the offline engine) by slot, model and outcome.")
+LLM_TOKENS = Counter("jeeves_llm_tokens", labelnames=["slot", "model", "kind"],
+    documentation="Tokens the model provider reported, by slot, model and kind (prompt, completion).")
+LLM_SECONDS = Histogram("jeeves_llm_latency_seconds", labelnames=["slot", "model"], buckets=_LATENCY_BUCKETS,
+    documentation="Latency of a model call (an attempt), by slot and model.")
+LLM_FALLBACKS = Counter("jeeves_llm_fallbacks", labelnames=["slot", "model"],
+    documentation="Model calls made by a slot's fallback (its fallback model, or the offline engine after the models"
+    " failed).")
+RETRIEVAL_SECONDS = Histogram("jeeves_retrieval_seconds", labelnames=["path", "outcome"], buckets=_LATENCY_BUCKETS,
+    documentation="Time of a question's steps and paths (plan, structured, semantic, fulltext, graph, summary, fuse,"
+    " answer, total), by the answer's outcome (cited, no_record).")
+PROACTIVE = Counter("jeeves_proactive_messages", labelnames=["kind"],
+    documentation="What Jeeves said unasked, by kind (nudge, summary, contradiction_prompt, digest).")
+# fmt: on
 
 QUEUES = tuple(q.value for q in Queue)
 
