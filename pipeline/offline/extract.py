@@ -821,6 +821,14 @@ def view(msgs: list[WindowMessage], ctx: ChannelContext) -> list[features.Msg]:
     ]
 
 
+def _uncarried(w: _Window, indices: list[int], anchor: int, carried: frozenset[str] | set[str]) -> list[int]:
+    """The messages at `indices` a record opened on the message at `anchor` may cite: a record opened on a message
+    not carried over from an earlier run cites none of the carried ones (`extract`'s `carried`)."""
+    if carried and w.msgs[anchor].id not in carried:
+        return [i for i in indices if w.msgs[i].id not in carried]
+    return indices
+
+
 def _cited(w: _Window, indices: list[int]) -> tuple[list[str], list[str]]:
     """The ids of the messages at `indices` (each once, in order) a record cites, and the topic terms of
     their thread (the messages, what they quote, and the earlier ones on the same thing)."""
@@ -871,8 +879,7 @@ def extract(
         ids = ([record.proposal] if record.proposal is not None else []) + record.evidence
         if joining:
             ids = [record.anchor, *joining]
-        if carried and w.msgs[record.anchor].id not in carried:
-            ids = [i for i in ids if w.msgs[i].id not in carried]
+        ids = _uncarried(w, ids, record.anchor, carried)
         msg_ids, tags = _cited(w, ids)
         decisions.append(
             ExtractedDecision(
@@ -911,8 +918,7 @@ def extract(
         description, rests_on = _action_text(w, record)
         if not description:
             continue
-        if carried and w.msgs[record.anchor].id not in carried:
-            rests_on = [i for i in rests_on if w.msgs[i].id not in carried]
+        rests_on = _uncarried(w, rests_on, record.anchor, carried)
         msg_ids, tags = _cited(w, rests_on)
         actions.append(
             ExtractedAction(
