@@ -78,6 +78,15 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+# A deadline said relative to the day it was said ("by end of this week", "by EOD", "today"): read later, it
+# means nothing, so the answer says the date it stood for in its place.
+_RELATIVE_DUE = re.compile(
+    r"\b(?:(?:by|before|until|till)\s+)?(?:(?:the\s+)?end of (?:the\s+)?(?:(?:next|this)\s+)?(?:day|week|month)"
+    r"|(?:by|before|until|till)\s+(?:eod|eob|cob|eow|(?:next|this) week)|today|tonight|tomorrow)\b",
+    re.IGNORECASE,
+)
+
+
 class _Speaker:
     """Turns records into sentences for one answer: dates in the channel's timezone, names, ids."""
 
@@ -244,15 +253,6 @@ class _Speaker:
         if record.type == "action":
             return f"Also on record: {self.action(record, 'what')}"
         return self.note(record)
-
-
-# A deadline said relative to the day it was said ("by end of this week", "by EOD", "today"): read later, it
-# means nothing, so the answer says the date it stood for in its place.
-_RELATIVE_DUE = re.compile(
-    r"\b(?:(?:by|before|until|till)\s+)?(?:(?:the\s+)?end of (?:the\s+)?(?:(?:next|this)\s+)?(?:day|week|month)"
-    r"|(?:by|before|until|till)\s+(?:eod|eob|cob|eow|(?:next|this) week)|today|tonight|tomorrow)\b",
-    re.IGNORECASE,
-)
 
 
 _ORIGINAL = re.compile(r"\b(original(ly)?|before|previous(ly)?|at first|used to|first plan)\b", re.I)
