@@ -7,12 +7,9 @@ files are there (the bundled MiniLM) or a provider is configured for every slot 
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from django.conf import settings
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
