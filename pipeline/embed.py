@@ -191,23 +191,29 @@ def embed_records(records: Sequence[tuple[str, str]]) -> int:
     found = vectors([m[0] for m in metas])
     if found is None:
         return 0
-    written = 0
     model_name = settings.JEEVES.slot("embed").model
-    for (kind, record), (_, channel_id, author_id, created_at, tags), vector in zip(todo, metas, found, strict=True):
-        organisation_id = record.organisation_id
-        written += embeddings.record_embedding(
-            kind,
-            record.pk,
-            vector,
-            channel_id=channel_id,
-            organisation_id=organisation_id,
-            author_id=author_id,
-            created_at=created_at,
-            topic_tags=tags,
-            model=model_name,
-        )
+    written = sum(
+        write_vector(kind, record, vector, model_name) for (kind, record), vector in zip(todo, found, strict=True)
+    )
     logger.info("embedded %d records", written)
     return written
+
+
+def write_vector(kind: str, record: object, vector: Sequence[float], model_name: str) -> bool:
+    """Store `record`'s vector (made from `record_text`), labelled with `model_name`, with the channel, author,
+    time and tags `_record_text_and_meta` gives. False when the record has a vector already, or is gone."""
+    _, channel_id, author_id, created_at, tags = _record_text_and_meta(kind, record)
+    return embeddings.record_embedding(
+        kind,
+        record.pk,
+        vector,
+        channel_id=channel_id,
+        organisation_id=record.organisation_id,
+        author_id=author_id,
+        created_at=created_at,
+        topic_tags=tags,
+        model=model_name,
+    )
 
 
 def embed_message(

@@ -35,27 +35,14 @@ def pending_counts(model_name: str) -> dict[str, int]:
 def _replace(kind: str, records: list, found: list[list[float]], model_name: str) -> int:
     from django.db import transaction
 
-    from knowledge import embeddings
     from knowledge.models import Embedding
-    from pipeline.embed import _record_text_and_meta
+    from pipeline.embed import write_vector
 
-    written = 0
     with transaction.atomic():
         Embedding.objects.filter(source_type=kind, source_id__in=[r.pk for r in records]).delete()
-        for record, vector in zip(records, found, strict=True):
-            _, channel_id, author_id, created_at, tags = _record_text_and_meta(kind, record)
-            written += embeddings.record_embedding(
-                kind,
-                record.pk,
-                vector,
-                channel_id=channel_id,
-                organisation_id=record.organisation_id,
-                author_id=author_id,
-                created_at=created_at,
-                topic_tags=tags,
-                model=model_name,
-            )
-    return written
+        return sum(
+            write_vector(kind, record, vector, model_name) for record, vector in zip(records, found, strict=True)
+        )
 
 
 class Command(BaseCommand):
