@@ -148,31 +148,42 @@ def _receipts(channel_id: str, period: Period) -> tuple[int, list[str]]:
 
 
 def gather(channel: ChannelConfig, granularity: Granularity, period: Period) -> Material:
-    if granularity == "weekly":
-        dailies = list(
-            Summary.objects.filter(
-                scope_type="channel",
-                scope_id=channel.channel_id,
-                granularity="daily",
-                period_start__gte=period.start,
-                period_start__lt=period.end,
-            ).order_by("period_start")
-        )
-        decision_ids = list(dict.fromkeys(i for d in dailies for i in d.key_decisions))
-        action_ids = list(dict.fromkeys(i for d in dailies for i in d.key_actions))
-        by_decision = Decision.objects.in_bulk(decision_ids)
-        by_action = Action.objects.in_bulk(action_ids)
-        return Material(
-            channel=channel,
-            granularity=granularity,
-            period=period,
-            decisions=[by_decision[i] for i in decision_ids if i in by_decision],
-            actions=[by_action[i] for i in action_ids if i in by_action],
-            dailies=dailies,
-            superseded=contradictions.superseded_between(channel.channel_id, period.start, period.end),
-            message_count=sum(d.message_count or 0 for d in dailies),
-            participants=sorted({p for d in dailies for p in d.participants}),
-        )
+    records = _from_dailies(channel, period) if granularity == "weekly" else _from_records(channel, period)
+    return Material(
+        channel=channel,
+        granularity=granularity,
+        period=period,
+        superseded=contradictions.superseded_between(channel.channel_id, period.start, period.end),
+        **records,
+    )
+
+
+def _from_dailies(channel: ChannelConfig, period: Period) -> dict:
+    """A weekly's material: the period's daily summaries and the records they name."""
+    dailies = list(
+        Summary.objects.filter(
+            scope_type="channel",
+            scope_id=channel.channel_id,
+            granularity="daily",
+            period_start__gte=period.start,
+            period_start__lt=period.end,
+        ).order_by("period_start")
+    )
+    decision_ids = list(dict.fromkeys(i for d in dailies for i in d.key_decisions))
+    action_ids = list(dict.fromkeys(i for d in dailies for i in d.key_actions))
+    by_decision = Decision.objects.in_bulk(decision_ids)
+    by_action = Action.objects.in_bulk(action_ids)
+    return {
+        "decisions": [by_decision[i] for i in decision_ids if i in by_decision],
+        "actions": [by_action[i] for i in action_ids if i in by_action],
+        "dailies": dailies,
+        "message_count": sum(d.message_count or 0 for d in dailies),
+        "participants": sorted({p for d in dailies for p in d.participants}),
+    }
+
+
+def _from_records(channel: ChannelConfig, period: Period) -> dict:
+    """A daily's (or an on-demand summary's) material: the period's records and receipts."""
     decisions = list(
         Decision.objects.filter(channel=channel, decided_at__gte=period.start, decided_at__lt=period.end)
         .exclude(status=DecisionStatus.REJECTED)
@@ -194,17 +205,13 @@ def gather(channel: ChannelConfig, granularity: Granularity, period: Period) -> 
     count, authors = _receipts(channel.channel_id, period)
     people = {*authors, *(p for d in decisions for p in d.decided_by), *(p for s in signals for p in s.participants)}
     people.update(a.owner_id for a in actions if a.owner_id)
-    return Material(
-        channel=channel,
-        granularity=granularity,
-        period=period,
-        decisions=decisions,
-        actions=actions,
-        signals=signals,
-        superseded=contradictions.superseded_between(channel.channel_id, period.start, period.end),
-        message_count=count,
-        participants=sorted(people),
-    )
+    return {
+        "decisions": decisions,
+        "actions": actions,
+        "signals": signals,
+        "message_count": count,
+        "participants": sorted(people),
+    }
 
 
 def sentiment(material: Material) -> str:
