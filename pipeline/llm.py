@@ -255,17 +255,10 @@ def structured(
 
 def _offline(slot: str, offline: Callable[[], T], channel_id: str | None, *, fallback_used: bool) -> Answer[T]:
     started = time.monotonic()
+    call = {"slot": slot, "model": LOCAL_MODEL, "fallback_used": fallback_used, "channel_id": channel_id}
 
     def record(outcome: str) -> None:
-        latency_ms = int((time.monotonic() - started) * 1000)
-        llm_calls.record_llm_call(
-            slot=slot,
-            model=LOCAL_MODEL,
-            outcome=outcome,
-            latency_ms=latency_ms,
-            fallback_used=fallback_used,
-            channel_id=channel_id,
-        )
+        llm_calls.record_llm_call(**call, outcome=outcome, latency_ms=int((time.monotonic() - started) * 1000))
 
     try:
         value = offline()
