@@ -227,7 +227,6 @@ def fit(questions: Sequence[Question], *, folds: int = 5) -> tuple[Scorer, dict[
         if r["top5"] > top5_at_gate + 0.005 and r["cited_precision"] >= 0.5:
             margin, top5_at_gate = m, r["top5"]
     gate, verify_gate, floor = gates(margin)  # chosen again for the answer step as it will run, margin and all
-    hedge_below = hedge_threshold(qs, probs, gate, verify_gate, floor)
     w, b = _fit_lr(x, y, c)
     scorer = Scorer(
         weights=tuple(float(v) for v in w),
@@ -235,15 +234,15 @@ def fit(questions: Sequence[Question], *, folds: int = 5) -> tuple[Scorer, dict[
         gate=gate,
         margin=margin,
         verify_gate=verify_gate,
-        hedge_below=hedge_below,
         answer_floor=floor,
+        hedge_below=hedge_threshold(qs, probs, gate, verify_gate, floor),
     )
     report = {
         "questions": len(qs),
         "candidates": len(y),
         "expected_candidates": int(y.sum()),
         "C": c,
-        "hedge_below": hedge_below,
+        "hedge_below": scorer.hedge_below,
         "cross_validation": {
             k: round(v, 3) if isinstance(v, float) else v
             for k, v in replay(qs, probs, gate, margin, verify_gate, floor).items()
