@@ -16,9 +16,6 @@ class RetrievalConfig:
     context_tokens: int
     complexity_threshold: float
     contradiction_threshold: float
-    k: dict[str, int] = field(
-        default_factory=lambda: {"structured": 10, "semantic": 10, "fulltext": 10, "graph": 10, "summary": 5}
-    )
     rrf_k: int = 60
     multi_path_boost: float = 1.5
     # Below these a path's hit is not worth hydrating (the paths cast a wide net; relevance judges).
@@ -36,6 +33,10 @@ class RetrievalConfig:
     # tested; a larger one is left to the planner (GIN and scope together). See paths._scope_first.
     scope_first_max_rows: int = 5000
     graph_depth: int = 3
+    # Hits each path returns, and records the fused list keeps.
+    k: dict[str, int] = field(
+        default_factory=lambda: {"structured": 10, "semantic": 10, "fulltext": 10, "graph": 10, "summary": 5}
+    )
     top_n: int = 10
     # Threads (each with its own database connection) the paths' groups run on side by side (retrieval.parallel).
     path_threads: int = 5
