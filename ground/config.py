@@ -121,6 +121,7 @@ PositiveInt = Annotated[int, Field(gt=0), Kind("a positive integer")]
 NonNegativeInt = Annotated[int, Field(ge=0), Kind("a non-negative integer")]
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False), Kind("a positive number")]
 NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False), Kind("a non-negative number")]
+Days = Annotated[int, Field(ge=0), Kind("a whole number of days")]
 UnitFloat = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False), Kind("a number between 0 and 1")]
 Bool = Annotated[bool, BeforeValidator(_bool), Kind("a boolean (1/0, true/false)")]
 LogLevel = Annotated[
@@ -140,10 +141,10 @@ Names = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_names), Kind("a co
 RedisUrl = Annotated[str, AfterValidator(_redis_url), Kind("a redis:// URL")]
 
 
-def var(name: str, default: Any, kind: str | None = None) -> Any:
-    """A field read from the variable `name` (blank or unset: `default`); `kind` overrides its type's
-    wording in the error line."""
-    return dataclasses.field(default=default, metadata={"env": name, "kind": kind})
+def var(name: str, default: Any, zero: str | None = None) -> Any:
+    """A field read from the variable `name` (blank or unset: `default`); `zero`: what 0 means, said after its
+    type's wording in the error line ("a non-negative integer (0 = off)")."""
+    return dataclasses.field(default=default, metadata={"env": name, "zero": zero})
 
 
 @dataclass(frozen=True)
@@ -177,12 +178,8 @@ class JeevesConfig:
     extract_batch: PositiveInt = var("JEEVES_EXTRACT_BATCH", 10)
     # A model's extraction prompt (pipeline/extract.py): the burst's messages, after at most this many earlier
     # (already extracted) messages of the window as context, together at most this many tokens
-    extract_context_messages: NonNegativeInt = var(
-        "JEEVES_EXTRACT_CONTEXT_MESSAGES", 4, "a non-negative integer (0 = the burst alone)"
-    )
-    extract_context_tokens: NonNegativeInt = var(
-        "JEEVES_EXTRACT_CONTEXT_TOKENS", 400, "a non-negative integer (0 = the burst alone)"
-    )
+    extract_context_messages: NonNegativeInt = var("JEEVES_EXTRACT_CONTEXT_MESSAGES", 4, zero="the burst alone")
+    extract_context_tokens: NonNegativeInt = var("JEEVES_EXTRACT_CONTEXT_TOKENS", 400, zero="the burst alone")
     # Messages one classify task may classify together with the offline engine (pipeline/batch.py); 1: one each
     classify_batch: PositiveInt = var("JEEVES_CLASSIFY_BATCH", 16)
     # Embed tasks one embed task takes together into one forward pass (pipeline/batch.py); 1: one each
@@ -190,9 +187,7 @@ class JeevesConfig:
     staleness_days: PositiveInt = var("JEEVES_STALENESS_DAYS", 7)
     # Backing services (Redis, Postgres): how long one call may hang before it counts as a failure
     backend_timeout_s: PositiveFloat = var("JEEVES_BACKEND_TIMEOUT_S", 3.0)
-    db_statement_timeout_s: NonNegativeInt = var(
-        "JEEVES_DB_STATEMENT_TIMEOUT_S", 60, "a non-negative integer (0 = no limit)"
-    )
+    db_statement_timeout_s: NonNegativeInt = var("JEEVES_DB_STATEMENT_TIMEOUT_S", 60, zero="no limit")
     # Faults (issue 11): a running task holds a lease renewed every third of this; a task delivered to a
     # worker whose lease lapsed (the worker died) is put back on its queue by any live worker's sweeper
     task_lease_s: PositiveInt = var("JEEVES_TASK_LEASE_S", 15)
@@ -202,21 +197,19 @@ class JeevesConfig:
     clock_skew_s: NonNegativeFloat = var("JEEVES_CLOCK_SKEW_S", 5.0)
     # Fairness: per-channel token bucket at the bridge (messages/s, burst); over it a message is still
     # received but classified by the offline engine at low priority. 0 = no limit
-    channel_rate: NonNegativeFloat = var("JEEVES_CHANNEL_RATE", 2.0, "a non-negative number (0 = off)")
+    channel_rate: NonNegativeFloat = var("JEEVES_CHANNEL_RATE", 2.0, zero="off")
     channel_burst: PositiveInt = var("JEEVES_CHANNEL_BURST", 60)
     # Questions one person may ask per minute before the answer is a polite "one moment" (model spend)
-    questions_per_minute: NonNegativeInt = var("JEEVES_QUESTIONS_PER_MINUTE", 10, "a non-negative integer (0 = off)")
+    questions_per_minute: NonNegativeInt = var("JEEVES_QUESTIONS_PER_MINUTE", 10, zero="off")
     # Forgetting (docs/guarantees.md §7): a channel Jeeves left is purged this long after (0 = at once);
     # records older than retention_days are aged out nightly (0 = kept)
-    retention_after_leave_days: NonNegativeInt = var(
-        "JEEVES_RETENTION_AFTER_LEAVE_DAYS", 7, "a whole number of days (0 = at once)"
-    )
-    retention_days: NonNegativeInt = var("JEEVES_RETENTION_DAYS", 0, "a whole number of days (0 = off)")
+    retention_after_leave_days: Days = var("JEEVES_RETENTION_AFTER_LEAVE_DAYS", 7, zero="at once")
+    retention_days: Days = var("JEEVES_RETENTION_DAYS", 0, zero="off")
     # Retrieval (docs/architecture.md §7)
     context_tokens: PositiveInt = var("JEEVES_CONTEXT_TOKENS", 6000)
     recency_half_life_days: PositiveFloat = var("JEEVES_RECENCY_HALF_LIFE_DAYS", 30.0)
     path_weights: PathWeights = dataclasses.field(
-        default_factory=lambda: dict(DEFAULT_PATH_WEIGHTS), metadata={"env": "JEEVES_PATH_WEIGHTS", "kind": None}
+        default_factory=lambda: dict(DEFAULT_PATH_WEIGHTS), metadata={"env": "JEEVES_PATH_WEIGHTS", "zero": None}
     )
     # Wire bridge (docs/wire-protocols.md)
     wire_secret: Text = var("JEEVES_WIRE_SECRET", "")
@@ -251,9 +244,9 @@ class _Environment(BaseSettings):
 
 
 def _model_field(f: dataclasses.Field, hint: Any) -> tuple[Any, Any]:
-    """A var() field as a pydantic field read from its variable; its wording, if any, as the description."""
+    """A var() field as a pydantic field read from its variable; what 0 means, if it says, as the description."""
     default = {"default": f.default} if f.default is not dataclasses.MISSING else {"default_factory": f.default_factory}
-    return (hint, Field(**default, validation_alias=f.metadata["env"], description=f.metadata["kind"]))
+    return (hint, Field(**default, validation_alias=f.metadata["env"], description=f.metadata["zero"]))
 
 
 def environment(config: type, **extra: Any) -> type[BaseSettings]:
@@ -264,9 +257,9 @@ def environment(config: type, **extra: Any) -> type[BaseSettings]:
 
 
 def _kind(info: FieldInfo) -> Kind:
-    """A variable's Kind for its error line: its type's, worded by its field where the field says more."""
+    """A variable's Kind for its error line: its type's, and what 0 means where its field says."""
     kind = next(m for m in info.metadata if isinstance(m, Kind))
-    return dataclasses.replace(kind, text=info.description) if info.description else kind
+    return dataclasses.replace(kind, text=f"{kind.text} (0 = {info.description})") if info.description else kind
 
 
 class _Given(EnvSettingsSource):
