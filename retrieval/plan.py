@@ -230,6 +230,17 @@ def _asks_for_a_list(
     return all(k in words or k in named for k in keywords)
 
 
+def _paths(intent: Intent, entities: list[str], time_range: TimeRange | None) -> list[PathName]:
+    """The paths an offline plan takes: always the structured, semantic and full-text ones; the graph when the
+    question names an entity; the summaries for a time range, a change over time or several channels."""
+    paths: list[PathName] = ["structured", "semantic", "fulltext"]
+    if entities:
+        paths.append("graph")
+    if time_range is not None or intent in ("temporal_context", "cross_channel"):
+        paths.append("summary")
+    return paths
+
+
 def offline_plan(question: str, ctx: PlanContext) -> QueryPlan:
     """The offline engine's plan: cue words for intent, dateparser for time, scope names for entities."""
     intent: Intent = "factual_recall"
@@ -255,11 +266,6 @@ def offline_plan(question: str, ctx: PlanContext) -> QueryPlan:
         record_types.append("decision")
     time_range = _time_range(question, ctx.now)
     keywords = keywords_of(question)
-    paths: list[PathName] = ["structured", "semantic", "fulltext"]
-    if entities:
-        paths.append("graph")
-    if time_range is not None or intent in ("temporal_context", "cross_channel"):
-        paths.append("summary")
     response_format: ResponseFormat = "direct_answer"
     named = _match_names_raw(question, ctx.members)
     if not record_types and _asks_for_a_list(question, keywords, named, _BLOCKING, _BLOCKING_WORDS):
@@ -279,7 +285,7 @@ def offline_plan(question: str, ctx: PlanContext) -> QueryPlan:
         entities=entities,
         keywords=keywords,
         time_range=time_range,
-        paths=paths,
+        paths=_paths(intent, entities, time_range),
         response_format=response_format,
         complexity=round(complexity, 2),
         owner_ids=owner_ids,
