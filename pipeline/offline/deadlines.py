@@ -74,10 +74,11 @@ _BY_ORD = re.compile(rf"\b(?:by|until|till|on|due|for) (?:{_WD} )?the {_ORD}\b")
 _WEEKDAY_ORD = re.compile(rf"\b{_WD},? (?:the )?(\d{{1,2}})(?:st|nd|rd|th)?\b(?!\s*(?::|\.\d|am|pm|h\b|%|x\b))")
 _WEEKDAY = re.compile(rf"\b({_WD})")
 
-# Said as a deadline: a word before it, or "at the latest" after it.
+# Said as a deadline: one of these words before it (a few characters before, or "by the end of" right before), or
+# "at the latest" after it.
+_DEADLINE_WORDS = r"by|before|until|till|due|deadline|cut-?off|latest|ahead of|no later than|in time for"
 _MARK_BEFORE = re.compile(
-    r"(?:\b(?:by|before|until|till|due|deadline|cut-?off|latest|ahead of|no later than|in time for)\b[^.!?;,]{0,12}"
-    r"|\b(?:by|due|until|till)\s+(?:the\s+)?(?:end of\s+)?)$"
+    rf"(?:\b(?:{_DEADLINE_WORDS})\b[^.!?;,]{{0,12}}|\b(?:by|due|until|till)\s+(?:the\s+)?(?:end of\s+)?)$"
 )
 _MARK_AFTER = re.compile(r"^\W{0,3}(?:at the latest|latest|tops|max)\b")
 _MARKED_ITSELF = re.compile(r"^(?:eod|eob|cob|cop|end of|close of|before|ahead of|by\b|this week)")
