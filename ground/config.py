@@ -168,8 +168,8 @@ class JeevesConfig:
     contradiction_threshold: UnitFloat = var("JEEVES_CONTRADICTION_THRESHOLD", 0.78)
     # Embedding
     embed_dims: PositiveInt = var("JEEVES_EMBED_DIMS", 384)
-    embed_messages: Bool = var("JEEVES_EMBED_MESSAGES", False)
     embed_threads: PositiveInt = var("JEEVES_EMBED_THREADS", 1)
+    embed_messages: Bool = var("JEEVES_EMBED_MESSAGES", False)
     # Pipeline timing and bounds (docs/architecture.md §2-§4)
     queue_ttl_s: PositiveInt = var("JEEVES_QUEUE_TTL_S", 60)
     window_size: PositiveInt = var("JEEVES_WINDOW_SIZE", 30)
