@@ -541,7 +541,7 @@ def _said_task(w: _Window, record: _Record) -> tuple[str, list[str]]:
     if task and task.casefold().startswith(f"{owner.casefold()} "):
         text = restate.sentence(task)  # "Wendell is happy presenting it": not a "to do" form
     elif task and _NEGATED.match(task):
-        text = restate.sentence(f"{owner} {task}")  # "Wendell can't sign it off", never "Wendell to can't …"
+        text = restate.sentence(restate.negated(owner, task))  # "Wendell can't sign it off", not "Wendell to can't …"
     elif task and not restate.opens_on_task(task, msg.text) and restate.fit(restate.sentence(task), sources):
         text = restate.sentence(task)  # "New date: the launch moves …", never "Wendell to new date: …"
     else:

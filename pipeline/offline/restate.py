@@ -153,10 +153,29 @@ def third_person(text: str, actor: str, addressee: str | None = None) -> str:
         closing = re.search(rf",?\s+{re.escape(addressee)}[.!?]*$", out)
         if closing and addressee in out[: closing.start()]:
             out = out[: closing.start()]
+    out = re.sub(r"\bwe'd\b(?=\s+(\w+))", _we_had_or_would, out, flags=re.IGNORECASE)
     out = _agreeing(out, "we", "the team")
     for pattern, replacement in _PRONOUNS:
         out = re.sub(pattern, replacement, out, flags=re.IGNORECASE)
     return out
+
+
+def _we_had_or_would(m: re.Match[str]) -> str:
+    """ "we'd" before a participle that is no bare verb is "had" ("we'd agreed"), else "would" ("we'd come back")."""
+    following = m.group(1).casefold()
+    had = following == "better" or (
+        _is_form(following, ("VBN",)) and following not in getInflection(getLemma(following, "VERB")[0], "VB")
+    )
+    return "the team had" if had else "the team would"
+
+
+def negated(subject: str, clause: str) -> str:
+    """`subject` (one person) before a clause that opens on a negated auxiliary, the auxiliary agreeing with it:
+    "don't think …" → "Ana does not think …", "haven't seen …" → "Ana has not seen …"; a modal stays as said."""
+    clause = re.sub(r"^(\w+ly\s+)?(?:don'?t|do not)\b", r"\1does not", clause, flags=re.IGNORECASE)
+    clause = re.sub(r"^(\w+ly\s+)?(?:haven'?t|have not)\b", r"\1has not", clause, flags=re.IGNORECASE)
+    clause = re.sub(r"^(\w+ly\s+)?(?:aren'?t|are not)\b", r"\1is not", clause, flags=re.IGNORECASE)
+    return f"{subject} {clause}"
 
 
 def shorten(text: str, max_words: int) -> str:
@@ -501,6 +520,8 @@ def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str
         if k and owner != actor and (told := _told(part, owner)):  # "… Then switch. Ana, cancel the order."
             return _verb_phrase(third_person(_first_clause(told, _TASK_ASIDE), actor, owner))
         if match := _COMMIT_LEAD.search(part):
+            if owner != actor and any(_REQUEST_LEAD.search(p) or _told(p, owner) for p in parts[k + 1 :]):
+                continue  # "I can't log in. Leo, can you run it?": what the author says of themself is not Leo's task
             # "I changed the settings last week. I'll add it back": a report in the first person gives way to a
             # promise said after it.
             if _firm(part) or not any(_PROMISE.search(p) or _OFFER_LEAD.search(p) for p in parts[k + 1 :]):

@@ -14,10 +14,12 @@ from pipeline.offline.restate import (
     fit,
     guard,
     kept_share,
+    negated,
     normal_form,
     sentence,
     starts_with_verb,
     task,
+    third_person,
     trim,
 )
 
@@ -170,6 +172,19 @@ def test_a_task_ends_where_a_clause_about_someone_else_begins() -> None:
     )
     # "we" as the task's own object, or joined to it, is part of it.
     assert task("I'll tell the suppliers, we and they agreed on Monday", "Dana", "Dana").endswith("agreed on Monday")
+
+
+def test_the_team_would_or_had_and_a_negated_owner_agree() -> None:
+    assert third_person("we'd ring them back on Monday", "Ana") == "the team would ring them back on Monday"
+    assert third_person("we'd settled on green", "Ana") == "the team had settled on green"
+    assert negated("Ana", "don't expect the parts before May") == "Ana does not expect the parts before May"
+    assert negated("Ana", "can't sign the lease") == "Ana can't sign the lease"
+
+
+def test_what_the_author_says_of_themself_is_not_another_owners_task() -> None:
+    said = "Busy week here. I'll chase the courier myself. Leo, can you update the stock tracker?"
+    assert task(said, "Ana", "Leo") == "update the stock tracker"
+    assert task(said, "Ana", "Ana") == "chase the courier"
 
 
 def test_a_task_said_with_a_gerund_reads_in_the_base_form() -> None:
