@@ -727,6 +727,10 @@ def _signals(w: _Window, taken: set[int]) -> list[ExtractedSignal]:
             continue
         # What was said, restated; who said it is the signal's participants, its kind the signal type.
         summary = restate.fit(restate.sentence(core), [msg.text])[:400]
+        if summary.count("(") > summary.count(")"):  # the cut fell inside an aside: the signal ends before it
+            summary = restate.sentence(summary[: summary.rindex("(")].rstrip(" ,;:"))
+            if len(summary.split()) < 3:
+                continue
         if summary:
             out.append(
                 ExtractedSignal(

@@ -29,7 +29,9 @@ _LEAD = re.compile(
     r"|decision|approved|confirmed|for the record|final call|fyi|heads[ -]up|quick update|btw|thanks|thank you|sure"
     r"|sounds good|good news|bad news|update(?!\s+(?:the|a|an|our|my|your|their|this|that|these|those|it|them)\b))"
     r"\b\s*[,:;.!\-\u2013—]*\s*"
-    r"|(?:team|all|folks|everyone|status)\s*[,:;.!\-\u2013—]+\s*)+",
+    r"|(?:team|all|folks|everyone|status)\s*[,:;.!\-\u2013—]+\s*"
+    # A greeting, with whom it greets: "Hi all,", "Dear Ben,", "Morning team —".
+    r"|(?:hi|hey|hello|dear|morning|good (?:morning|afternoon|evening))(?:\s+[\w.'-]+){0,2}\s*[,:;!\-\u2013—]+\s*)+",
     re.IGNORECASE,
 )
 _FILLER = {

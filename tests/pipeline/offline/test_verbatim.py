@@ -187,6 +187,14 @@ def test_what_the_author_says_of_themself_is_not_another_owners_task() -> None:
     assert task(said, "Ana", "Ana") == "chase the courier"
 
 
+def test_a_greeting_opens_no_record() -> None:
+    assert clean("Dear Ines, both invoices are signed.") == "both invoices are signed"
+    assert clean("hi all - the staging build is green again") == "the staging build is green again"
+    assert clean("Morning team: the courier comes at noon") == "the courier comes at noon"
+    assert clean("Hello Kai Morgan, the venue holds 80") == "the venue holds 80"
+    assert clean("hey there is a leak in room 4") == "hey there is a leak in room 4"  # no greeting without its comma
+
+
 def test_a_task_said_with_a_gerund_reads_in_the_base_form() -> None:
     assert task("@omar can you please booking the minibus for the away day", "Dana", "Omar").startswith(
         "book the minibus"
