@@ -355,21 +355,39 @@ def _actions(w: _Window) -> list[_Record]:
     records = _taken_up(w, records)
     # Completion: a later report by the owner that is about the same thing. A later message by the owner or the
     # requester that moves the task's date before it (`_moves_date`: "the export slips to the 9th") joins it and
-    # reports nothing done, though it is an update about the same thing.
+    # reports nothing done, though it is an update about the same thing; one after the report says that it was not
+    # done ("not yet, sorry. Monday"; "fig 3 is taking longer" then "fine, fig 3 can slip to Thursday"): the record
+    # is open again from it.
     for record in records:
-        if record.done or record.owner is None:
+        if record.owner is None:
             continue
-        for j in range(record.evidence[-1] + 1, len(w.msgs)):
-            if _moves_date(w, record, j):
-                record.evidence.append(j)
-                continue
-            if w.msgs[j].author_id != record.owner.user_id or j in record.evidence:
-                continue
-            if w.scored.over("update", j) and w.cosine(j, record.anchor) >= params["done_cosine"]:
-                record.evidence.append(j)
-                record.done, record.done_at = True, j
+        while True:
+            if not record.done:
+                _complete(w, record)
+            if record.done_at is None:
                 break
+            slip = next((j for j in range(record.done_at + 1, len(w.msgs)) if _moves_date(w, record, j)), None)
+            if slip is None:
+                break
+            record.done, record.done_at = False, None
+            record.evidence = sorted({*record.evidence, slip})
     return records
+
+
+def _complete(w: _Window, record: _Record) -> None:
+    """Join the messages after the record's evidence that move its date, up to its owner's report that it is done
+    (an update about the same thing, MiniLM cosine >= `done_cosine`)."""
+    assert record.owner is not None
+    for j in range(record.evidence[-1] + 1, len(w.msgs)):
+        if _moves_date(w, record, j):
+            record.evidence.append(j)
+            continue
+        if w.msgs[j].author_id != record.owner.user_id or j in record.evidence:
+            continue
+        if w.scored.over("update", j) and w.cosine(j, record.anchor) >= w.scored.engine.params["done_cosine"]:
+            record.evidence.append(j)
+            record.done, record.done_at = True, j
+            return
 
 
 # A slip of a task's date in general English (narrower than `deadlines.moves`, which reads messages already
@@ -670,6 +688,9 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
     answer = _answer(w, record)
     if answer is not None:
         people.add(w.msgs[answer].author_id)  # of an offer ("want me to draft it?"), who takes it up may date it
+    # what a report of it done said before a later move of its date ("not yet, sorry. Monday") was not its end
+    slips = {i for i in record.evidence[1:] if _moves_date(w, record, i)}
+    last_move = max(slips, default=-1)
     for i in record.evidence:
         if record.done_at is not None and i >= record.done_at and i != record.anchor:
             break
@@ -685,10 +706,12 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
         elif message.author_id not in people:
             continue
         elif _REPORTS_DONE.search(message.text) and "?" not in message.text:
+            if i < last_move:
+                continue
             break  # "Sent.", "slides published ✅": what happened; the done head does not always say so
         elif w.words(i) > params["ack_words"] and w.cosine(i, record.anchor) < params["done_cosine"] and i != answer:
             continue  # about something else
-        elif moved := deadlines.moves(message.text):
+        elif moved := (deadlines.moves(message.text) or i in slips):
             said = deadlines.moved_to(message.text, today)
         else:
             # a short reply's date ("sure, Monday then"); a longer message's only when said as a deadline

@@ -792,3 +792,17 @@ def test_a_terse_commitment_says_what_it_takes_on_from_the_message_it_answers() 
     msgs = window((CARA, "the cold-store alarm panel beeps all night"), (ANA, "I'll silence the panel"))
     [action] = actions_on(msgs, "m2")
     assert "(" not in action.description and action.source_msg_ids == ["m2"], action
+
+
+def test_a_slip_after_a_report_taken_for_done_reopens_the_action_with_the_new_date() -> None:
+    msgs = window(
+        (ANA, "@ben can you send the insurance renewal form to the broker by Tuesday?"),
+        (BEN, "yes"),
+        (CARA, "the broker's office moved to the second floor"),
+        (BEN, "insurance renewal form sent to the broker"),
+        (ANA, "great"),
+        (BEN, "sorry, the broker bounced it for a missing signature, the insurance renewal form slips to Thursday"),
+    )
+    [action] = actions_on(msgs, "m1")
+    assert "m6" in action.source_msg_ids and action.status == "open"  # not done: its date moved after the report
+    assert action.deadline == date(2026, 5, 7)
