@@ -48,7 +48,10 @@ def main() -> None:
     print(f"{args.folder}: {figures['conversations']} conversations, {figures['messages']} messages")
     print(f"decisions  P {d['p']:.2f}  R {d['r']:.2f}  F1 {d['f1']:.2f}")
     print(f"actions    P {a['p']:.2f}  R {a['r']:.2f}  F1 {a['f1']:.2f}")
-    print(f"owner {figures['owner_accuracy']:.2f}  deadline {figures['deadline_accuracy']:.2f}")
+    print(
+        f"owner {figures['owner_accuracy']:.2f}  deadline {figures['deadline_accuracy']:.2f}"
+        f"  status {figures['status_accuracy']:.2f}"
+    )
     print(f"categories macro F1 {figures['categories_macro_f1']}")
     print(
         f"signals/100 msgs {figures['signals_per_100_messages']}  kept share median {figures['kept_share_median']}"

@@ -941,6 +941,20 @@ def extract(
                         confidence=w.scored.confidence("action", w.scored.p("action_ev", record.anchor)),
                     )
                 )
+            elif record.done and record.done_at is not None and w.pending[record.done_at]:
+                # Reported done in this burst ("audit finished ✅" a day after "I'll do the audit"): the action comes
+                # again resting on its anchor and that report, and the store marks the action it stored then done.
+                text = _said_task(w, record)[0]
+                if text:
+                    actions.append(
+                        ExtractedAction(
+                            description=text[:400],
+                            owner_id=record.owner.user_id if record.owner else None,
+                            source_msg_ids=[w.msgs[record.anchor].id, w.msgs[record.done_at].id],
+                            confidence=w.scored.confidence("action", w.scored.p("action_ev", record.anchor)),
+                            status="done",
+                        )
+                    )
             continue
         description, rests_on = _action_text(w, record)
         if not description:

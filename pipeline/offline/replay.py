@@ -7,8 +7,8 @@ stack's does, the `LOOKAHEAD` heard messages after the burst's last one. Secure 
 flushes the window as the bridge does (docs/guarantees.md §3): what is pending is extracted first (a
 live channel's debounced run had long done so), and what follows is read without what came before.
 Scored as the evalsets' README says (decisions/actions matched by evidence overlap, owner, deadline,
-Tier 1 labels), plus what the stored text keeps of its messages and how many signals are stored per
-100 messages.
+Tier 1 labels; an action's status, open or done, too), plus what the stored text keeps of its messages and how
+many signals are stored per 100 messages.
 Used by `jeeves train` (train cross-validation with fold engines, dev) and `bench/offline_eval.py`.
 """
 
@@ -161,6 +161,7 @@ def score(runs: list[Replayed]) -> dict[str, Any]:
                     deadline_ok = (p.deadline.isoformat() if p.deadline else None) == g["deadline"]
                     t["owner_ok"] += owner_ok
                     t["deadline_ok"] += deadline_ok
+                    t["status_ok"] += p.status == g.get("status", "open")
                     t["actions_exact"] += owner_ok and deadline_ok
         ignored = set(gold.get("ignored", [])) | conv.dropped | conv.to_bot
         for record in [*res.decisions, *res.actions, *res.signals]:
@@ -188,6 +189,8 @@ def score(runs: list[Replayed]) -> dict[str, Any]:
         "actions_exact": _prf(t["actions_exact"], t["actions_pred"], t["actions_gold"]),
         "owner_accuracy": round(t["owner_ok"] / t["actions_match"], 3) if t["actions_match"] else 0.0,
         "deadline_accuracy": round(t["deadline_ok"] / t["actions_match"], 3) if t["actions_match"] else 0.0,
+        # Open or done as the conversation left it: what a status answer and the staleness nudges rest on.
+        "status_accuracy": round(t["status_ok"] / t["actions_match"], 3) if t["actions_match"] else 0.0,
         "categories_macro_f1": round(sum(per_cat.values()) / len(per_cat), 3) if any(label_gold.values()) else None,
         "categories_f1": per_cat,
         "signals_per_100_messages": round(100 * t["signals"] / max(1, t["messages"]), 1),

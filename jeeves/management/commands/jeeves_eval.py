@@ -162,6 +162,9 @@ def extraction(pairs: dict[str, tuple[dict, dict | None]]) -> dict[str, Any]:
                 )
                 totals["owner_ok"] += owners
                 totals["deadline_ok"] += deadlines
+                totals["status_ok"] += sum(
+                    got[kind][i].get("status") == gold[kind][j].get("status", "open") for i, j in matched
+                )
         gold_forms = [{_norm(e["name"]), *(_norm(a) for a in e.get("aliases", []))} for e in gold["entities"]]
         got_forms = [{_norm(e["name"]), *(_norm(a) for a in e.get("aliases", []))} for e in got["entities"]]
         totals["entities_gold"] += len(gold_forms)
@@ -192,6 +195,7 @@ def extraction(pairs: dict[str, tuple[dict, dict | None]]) -> dict[str, Any]:
             **prf("actions"),
             "owner_accuracy": round(totals["owner_ok"] / matched_actions, 3) if matched_actions else 0.0,
             "deadline_accuracy": round(totals["deadline_ok"] / matched_actions, 3) if matched_actions else 0.0,
+            "status_accuracy": round(totals["status_ok"] / matched_actions, 3) if matched_actions else 0.0,
         },
         "entities": {
             "precision": round(ent_p, 3),
@@ -349,8 +353,9 @@ def render(report: dict[str, Any], *, verbose: bool) -> str:
         f"| decisions | {d['precision']:.2f} | {d['recall']:.2f} | {d['f1']:.2f} |",
         f"| actions | {a['precision']:.2f} | {a['recall']:.2f} | {a['f1']:.2f} |",
         f"| entities | {e['precision']:.2f} | {e['recall']:.2f} | {e['f1']:.2f} |",
-        f"action owner accuracy {a['owner_accuracy']:.2f}, deadline accuracy {a['deadline_accuracy']:.2f} "
-        f"(of matched actions); ignored-message leaks: {report['ignored_leaks']}",
+        f"action owner accuracy {a['owner_accuracy']:.2f}, deadline accuracy {a['deadline_accuracy']:.2f}, "
+        f"status (open/done) accuracy {a['status_accuracy']:.2f} (of matched actions); "
+        f"ignored-message leaks: {report['ignored_leaks']}",
     ]
     cats = report["categories"]
     lines.append(

@@ -370,6 +370,21 @@ def test_a_date_the_owner_moves_in_a_later_burst_continues_the_stored_action() -
     assert later.deadline == date(2026, 5, 7)
 
 
+def test_a_task_reported_done_in_a_later_burst_continues_the_stored_action_as_done() -> None:
+    msgs = window(
+        (ANA, "@ben can you send the electrician the floor plan of the loading bay?"),
+        (BEN, "sure, will do"),
+        (ANA, "the scissor lift is booked for the week after"),
+        (BEN, "sent the electrician the loading bay floor plan ✅"),
+    )
+    [first] = actions_on(msgs[:2], "m1", pending_ids={"m1", "m2"})
+    assert first.status == "open"
+    # The report comes in the next burst: the action again, resting on its request and the report, done.
+    [later] = actions_on(msgs, "m1", pending_ids={"m3", "m4"})
+    assert later.source_msg_ids == ["m1", "m4"] and later.owner_id == BEN.user_id
+    assert later.status == "done"
+
+
 def test_the_simulator_stores_a_continuation_as_the_store_does() -> None:
     from pipeline.offline.replay import _store_action
     from pipeline.schemas import ExtractedAction
