@@ -356,7 +356,7 @@ def _actions(w: _Window) -> list[_Record]:
     # Completion: a later report by the owner that is about the same thing. A later message by the owner or the
     # requester that moves the task's date before it (`_moves_date`: "the export slips to the 9th") joins it and
     # reports nothing done, though it is an update about the same thing; one after the report says that it was not
-    # done ("not yet, sorry. Monday"; "fig 3 is taking longer" then "fine, fig 3 can slip to Thursday"): the record
+    # done ("not yet, sorry. Monday"; "the survey needs another day" then "ok, the survey moves to Friday"): the record
     # is open again from it.
     for record in records:
         if record.owner is None:
