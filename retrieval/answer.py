@@ -367,11 +367,8 @@ def _none_listed(plan: QueryPlan, setting: Setting) -> Answer | None:
         return None
     you = bool(people) and people[0] == setting.asker_id
     if plan.record_types == ["signal"]:
-        text = (
-            f"I have no blocker on record raised by {'you' if you else people[0]}."
-            if people
-            else ("I have no blocker on record.")
-        )
+        by = f" raised by {'you' if you else people[0]}" if people else ""
+        text = f"I have no blocker on record{by}."
     elif plan.record_types == ["decision"]:
         whom = "you were" if you else (f"{people[0]} was" if people else "anyone was")
         text = f"I have no decision in force on record that {whom} party to."
@@ -394,7 +391,7 @@ def listing(plan: QueryPlan, records: Sequence[Record], setting: Setting) -> Ans
     speaker = _Speaker(setting)
     shown, rest = list(records[:MAX_CITED]), records[MAX_CITED:]
     if shown[0].type == "signal":
-        return _blockers(plan, records, speaker)
+        return _blockers(plan, records, shown, rest, speaker)
     if shown[0].type == "decision":
         items = [f"{_sentence(r.text)}{speaker.ref(r, speaker.date(r.occurred_at))}" for r in shown]
         if setting.asker_id in plan.owner_ids:
@@ -425,11 +422,11 @@ def listing(plan: QueryPlan, records: Sequence[Record], setting: Setting) -> Ans
     return _listed_answer(opening, items, shown, rest, "due soonest" if dated else "newest")
 
 
-def _blockers(plan: QueryPlan, records: Sequence[Record], speaker: _Speaker) -> Answer:
+def _blockers(
+    plan: QueryPlan, records: Sequence[Record], shown: list[Record], rest: Sequence[Record], speaker: _Speaker
+) -> Answer:
     """The blockers raised, newest first, each with who raised it and when ("There are two blockers on record:
     the build fails on the new runner (Ana Lima, the 3rd of May); …"); of one person's, "Ana Lima raised …"."""
-    setting = speaker.setting
-    shown, rest = list(records[:MAX_CITED]), records[MAX_CITED:]
     people = set(plan.owner_ids)
     items = []
     for record in shown:
@@ -438,16 +435,11 @@ def _blockers(plan: QueryPlan, records: Sequence[Record], speaker: _Speaker) -> 
     many = counted(len(records), "blocker")
     if len(people) == 1:
         person = next(iter(people))
-        name = "You" if person == setting.asker_id else (setting.names.get(person) or "They")
+        name = "You" if person == speaker.setting.asker_id else (speaker.setting.names.get(person) or "They")
         opening = f"{name} raised {many}"
     else:
         opening = f"There {'is' if len(records) == 1 else 'are'} {many} on record"
-    if rest:
-        opening += f"; the {number(len(shown))} newest"
-    text = f"{opening}: {joined(items, '; ')}."
-    if rest:
-        text += f" Besides them, {counted(len(rest), 'older one')}."
-    return Answer(text=voice(text), cited=shown, model=LOCAL_MODEL)
+    return _listed_answer(opening, items, shown, rest, "newest")
 
 
 _BESIDES = 6  # ids named after a list answer's first records; past them, how many more
@@ -457,7 +449,9 @@ def _listed_answer(opening: str, items: list[str], shown: list[Record], rest: Se
     if rest:
         opening += f"; the {number(len(shown))} {order}"
     text = f"{opening}: {joined(items, '; ')}."
-    if rest:
+    if rest and not all(r.friendly_id for r in rest):  # signals have no id to ask about: how many
+        text += f" Besides them, {counted(len(rest), 'older one' if order == 'newest' else 'more')}."
+    elif rest:
         ids = [r.cite_id for r in rest]
         more = f"{len(ids) - _BESIDES} more" if len(ids) > _BESIDES + 1 else ""
         text += f" Besides them: {joined([*ids[:_BESIDES], more] if more else ids)}."

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from typing import Any
 
 import numpy as np
 
@@ -856,6 +857,22 @@ def _uncarried(w: _Window, indices: list[int], anchor: int, carried: frozenset[s
     return indices
 
 
+def _continuation(w: _Window, record: _Record, at: int, **fields: Any) -> ExtractedAction | None:
+    """An action an earlier burst stored, again: resting on its anchor and message `at` of this burst (what moved
+    its date, what reported it done), with `fields` (its new deadline or status) for the store to continue the
+    stored action with (`knowledge.records.record_action`, by the message already extracted)."""
+    text = _said_task(w, record)[0]
+    if not text:
+        return None
+    return ExtractedAction(
+        description=text[:400],
+        owner_id=record.owner.user_id if record.owner else None,
+        source_msg_ids=[w.msgs[record.anchor].id, w.msgs[at].id],
+        confidence=w.scored.confidence("action", w.scored.p("action_ev", record.anchor)),
+        **fields,
+    )
+
+
 def _cited(w: _Window, indices: list[int]) -> tuple[list[str], list[str]]:
     """The ids of the messages at `indices` (each once, in order) a record cites, and the topic terms of
     their thread (the messages, what they quote, and the earlier ones on the same thing)."""
@@ -929,32 +946,15 @@ def extract(
             # with the new date, whichever burst said it. (Any later date, not only a move, was tried: train-CV
             # deadlines 209 of 260 right against 210 of 259, the owner's interim dates taken for the task's.)
             due, said_at = _dated(w, record)
-            text = _said_task(w, record)[0] if due is not None and said_at is not None else ""
-            if text and said_at is not None and w.pending[said_at] and deadlines.moves(w.msgs[said_at].text):
-                ids = [w.msgs[record.anchor].id, w.msgs[said_at].id]
-                actions.append(
-                    ExtractedAction(
-                        description=text[:400],
-                        owner_id=record.owner.user_id if record.owner else None,
-                        deadline=due,
-                        source_msg_ids=ids,
-                        confidence=w.scored.confidence("action", w.scored.p("action_ev", record.anchor)),
-                    )
-                )
+            continued = None
+            if due is not None and said_at is not None and w.pending[said_at] and deadlines.moves(w.msgs[said_at].text):
+                continued = _continuation(w, record, said_at, deadline=due)
             elif record.done and record.done_at is not None and w.pending[record.done_at]:
-                # Reported done in this burst ("audit finished ✅" a day after "I'll do the audit"): the action comes
-                # again resting on its anchor and that report, and the store marks the action it stored then done.
-                text = _said_task(w, record)[0]
-                if text:
-                    actions.append(
-                        ExtractedAction(
-                            description=text[:400],
-                            owner_id=record.owner.user_id if record.owner else None,
-                            source_msg_ids=[w.msgs[record.anchor].id, w.msgs[record.done_at].id],
-                            confidence=w.scored.confidence("action", w.scored.p("action_ev", record.anchor)),
-                            status="done",
-                        )
-                    )
+                # Reported done in this burst ("audit finished ✅" a day after "I'll do the audit"): the store marks
+                # the action it stored then done.
+                continued = _continuation(w, record, record.done_at, status="done")
+            if continued is not None:
+                actions.append(continued)
             continue
         description, rests_on = _action_text(w, record)
         if not description:

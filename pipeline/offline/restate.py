@@ -163,7 +163,7 @@ def third_person(text: str, actor: str, addressee: str | None = None) -> str:
 
 
 def _we_had_or_would(m: re.Match[str]) -> str:
-    """ "we'd" before a participle that is no bare verb is "had" ("we'd agreed"), else "would" ("we'd come back")."""
+    """ "we'd" before a participle that is no bare verb is "had" ("we'd settled"), else "would" ("we'd come back")."""
     following = m.group(1).casefold()
     had = following == "better" or (
         _is_form(following, ("VBN",)) and following not in getInflection(getLemma(following, "VERB")[0], "VB")
