@@ -21,10 +21,7 @@ import dataclasses
 import importlib.util
 import json
 import os
-import shutil
-import signal
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -222,43 +219,16 @@ def main() -> None:
         django.setup()
         report(json.loads(Path(args.load).read_text()), not args.quiet, Path(args.path))
         return
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     qa = _qa_module()
+    qa.exit_on_sigterm()
     path = Path(args.path)
     files = sorted(path.glob("conv-*.json"))[: 3 if args.quick else None]
     convs = {c["id"]: c for c in (json.loads(f.read_text()) for f in files)}
-    tmp = Path(tempfile.mkdtemp(prefix="jeeves-bench-misses-"))
-    valkey = qa.own_redis()
-    try:
-        url, cleanup = qa._bench_db(tmp)
-    except BaseException:
-        if valkey:
-            valkey.stop()
-        raise
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
-    import dj_database_url
-    import django
-    from django.conf import settings
-
-    settings.DATABASES["default"].update(dj_database_url.parse(url))
-    django.setup()
-    from django.core.management import call_command
-
-    try:
-        call_command("migrate", verbosity=0)
-        entities: dict = {}
-        for conv in convs.values():
-            qa.seed_offline(conv, entities)
+    with qa.django_for(convs, qa.seed_offline, "jeeves-bench-misses-"):
         questions = [q for conv in convs.values() for q in study(conv)]
         if args.dump:
             Path(args.dump).write_text(json.dumps(questions), encoding="utf-8")
         report(questions, not args.quiet, path)
-    finally:
-        cleanup()
-        if valkey:
-            valkey.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

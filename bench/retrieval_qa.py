@@ -19,9 +19,10 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, time
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -29,6 +30,8 @@ from zoneinfo import ZoneInfo
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DEFAULT = ROOT / "evalsets" / "dev"
+
+from _common import exit_on_sigterm  # noqa: E402
 
 
 def _bench_db(tmp: Path):
@@ -51,6 +54,44 @@ def own_redis():
     server.start()
     os.environ["REDIS_URL"] = server.connection_url + "/0"
     return server
+
+
+@contextmanager
+def django_for(convs: dict, seed: Callable[[dict, dict], None] | None, prefix: str) -> Iterator[None]:
+    """Django set up for a bench run over `convs`. With `seed` (seed_gold, seed_offline): on a fresh database of
+    the bench's own (and its own Valkey unless REDIS_URL is set), migrated and seeded by `seed` conversation by
+    conversation, all stopped and removed on leaving; without: on the configured database, as it is."""
+    with ExitStack() as stack:
+        tmp = Path(tempfile.mkdtemp(prefix=prefix))
+        stack.callback(shutil.rmtree, tmp, ignore_errors=True)
+        if seed is not None:
+            valkey = own_redis()
+            if valkey:
+                stack.callback(valkey.stop)
+            url, cleanup = _bench_db(tmp)
+            stack.callback(cleanup)
+            os.environ["DATABASE_URL"] = url
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
+        import dj_database_url
+        import django
+        from django.conf import settings
+
+        if seed is not None:
+            settings.DATABASES["default"].update(dj_database_url.parse(url))
+        django.setup()
+        if seed is not None:
+            from django.core.management import call_command
+            from django.db import connection
+
+            with connection.cursor() as cur:
+                cur.execute("SELECT current_database()")
+                if cur.fetchone()[0] != "jeeves_bench":
+                    raise SystemExit("bench: not connected to the jeeves_bench database; refusing to seed")
+            call_command("migrate", verbosity=0)
+            entities: dict = {}
+            for conv in convs.values():
+                seed(conv, entities)
+        yield
 
 
 def _ts(conv: dict, msg_ids: list[str]) -> datetime:
@@ -280,48 +321,16 @@ def main() -> None:
     )
     parser.add_argument("--dump", metavar="FILE", help="with --fit: write the candidates' features to FILE instead")
     args = parser.parse_args()
-    # A SIGTERM ends it like Ctrl-C, so the finally below stops the embedded Postgres it started.
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    exit_on_sigterm()
     path = Path(args.path)
     files = sorted(path.glob("conv-*.json")) if path.is_dir() else [path]
     if args.quick:
         files, args.gold = files[:3], args.gold or not args.offline
     convs = {c["id"]: c for c in (json.loads(f.read_text()) for f in files)}
-    cleanup = None
-    tmp = Path(tempfile.mkdtemp(prefix="jeeves-bench-qa-"))
-    valkey = None
-    if args.gold or args.offline:
-        valkey = own_redis()
-        try:
-            url, cleanup = _bench_db(tmp)
-        except BaseException:
-            if valkey:
-                valkey.stop()
-            raise
-        os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
-    import dj_database_url
-    import django
-    from django.conf import settings
+    seed = seed_offline if args.offline else seed_gold if args.gold else None
+    with django_for(convs, seed, "jeeves-bench-qa-"):
+        from retrieval import evaluation
 
-    if args.gold or args.offline:
-        settings.DATABASES["default"].update(dj_database_url.parse(url))
-    django.setup()
-    from django.core.management import call_command
-    from django.db import connection
-
-    from retrieval import evaluation
-
-    try:
-        if args.gold or args.offline:
-            with connection.cursor() as cur:
-                cur.execute("SELECT current_database()")
-                if cur.fetchone()[0] != "jeeves_bench":
-                    raise SystemExit("bench: not connected to the jeeves_bench database; refusing to seed")
-            call_command("migrate", verbosity=0)
-            entities: dict = {}
-            for conv in convs.values():
-                (seed_offline if args.offline else seed_gold)(conv, entities)
         if args.fit:
             fit(convs, path, args.dump)
             return
@@ -336,12 +345,6 @@ def main() -> None:
             print(f"  {line}")
         if args.show:
             print("\n".join(evaluation.transcript(rows)))
-    finally:
-        if cleanup:
-            cleanup()
-        if valkey:
-            valkey.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
