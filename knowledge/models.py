@@ -48,14 +48,15 @@ def _search_vector(*columns: str) -> models.GeneratedField:
     )
 
 
+# A choice's label is Django's (its member name, title-cased: OPEN → "Open") unless it says more.
 class ChannelState(models.TextChoices):
-    ACTIVE = "active", "Active"
-    PAUSED = "paused", "Paused"
-    SECURE = "secure", "Secure"
+    ACTIVE = "active"
+    PAUSED = "paused"
+    SECURE = "secure"
 
 
 class ConversationType(models.TextChoices):
-    GROUP = "GROUP", "Group"
+    GROUP = "GROUP"
     ONE_TO_ONE = "ONE_TO_ONE", "One to one"
     UNKNOWN = "UNKNOWN", "Unknown (treated as a group)"
 
@@ -196,10 +197,10 @@ def _tags_and_text_gins(prefix: str) -> list[GinIndex]:
 
 
 class DecisionStatus(models.TextChoices):
-    ACTIVE = "active", "Active"
-    SUPERSEDED = "superseded", "Superseded"
-    REVERSED = "reversed", "Reversed"
-    QUESTIONED = "questioned", "Questioned"
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    REVERSED = "reversed"
+    QUESTIONED = "questioned"
     REJECTED = "rejected", "Rejected by a reviewer"
 
 
@@ -234,9 +235,9 @@ class Decision(NumberedRecord):
 
 
 class ConflictVerdict(models.TextChoices):
-    CONTRADICTS = "contradicts", "Contradicts"
+    CONTRADICTS = "contradicts"
     SUPERSEDES = "supersedes", "Replaces"
-    COMPATIBLE = "compatible", "Compatible"
+    COMPATIBLE = "compatible"
 
 
 class ConflictStatus(models.TextChoices):
@@ -245,7 +246,7 @@ class ConflictStatus(models.TextChoices):
     RAISED = "raised", "Raised in the channel"
     SUPERSEDED = "superseded", "The older was marked superseded by the newer"
     KEPT = "kept", "Both kept"
-    DISMISSED = "dismissed", "Dismissed"
+    DISMISSED = "dismissed"
     WITHDRAWN = "withdrawn", "One of them changed before it was raised: never raised"
 
 
@@ -288,10 +289,10 @@ class DecisionConflict(models.Model):
 
 
 class ActionStatus(models.TextChoices):
-    OPEN = "open", "Open"
-    DONE = "done", "Done"
-    STALE = "stale", "Stale"
-    CANCELLED = "cancelled", "Cancelled"
+    OPEN = "open"
+    DONE = "done"
+    STALE = "stale"
+    CANCELLED = "cancelled"
 
 
 class Action(NumberedRecord):
@@ -326,12 +327,12 @@ class Action(NumberedRecord):
 
 
 class EntityType(models.TextChoices):
-    PERSON = "person", "Person"
-    SERVICE = "service", "Service"
-    PROJECT = "project", "Project"
-    TEAM = "team", "Team"
-    TOOL = "tool", "Tool"
-    CONCEPT = "concept", "Concept"
+    PERSON = "person"
+    SERVICE = "service"
+    PROJECT = "project"
+    TEAM = "team"
+    TOOL = "tool"
+    CONCEPT = "concept"
 
 
 class Entity(models.Model):
@@ -465,12 +466,12 @@ class Embedding(models.Model):
 
 
 class SignalType(models.TextChoices):
-    DISCUSSION = "discussion", "Discussion"
-    QUESTION = "question", "Question"
-    BLOCKER = "blocker", "Blocker"
-    UPDATE = "update", "Update"
-    CONCERN = "concern", "Concern"
-    REFERENCE = "reference", "Reference"
+    DISCUSSION = "discussion"
+    QUESTION = "question"
+    BLOCKER = "blocker"
+    UPDATE = "update"
+    CONCERN = "concern"
+    REFERENCE = "reference"
 
 
 class ConversationSignal(ExtractedRecord):
@@ -549,7 +550,7 @@ class MessageReceipt(models.Model):
         ROUTINE = "routine", "Routine: receipt only"
         SIGNAL = "signal", "Low signal: one signal written"
         PENDING_EXTRACT = "pending_extract", "High signal: waiting for extraction"
-        EXTRACTED = "extracted", "Extracted"
+        EXTRACTED = "extracted"
         EXPIRED = "expired", "Expired before a worker reached it"
         DROPPED = "dropped", "Dropped (channel paused/secure or epoch moved on)"
         EVICTED = "evicted", "Left the window unextracted"
