@@ -45,9 +45,13 @@ class Family:
     holds: str  # what a value holds
     owner: str  # the module that writes it
     description: str
-    ttl: int | Callable[[], float] | None  # seconds; a callable reads the settings
+    ttl: int | Callable[[], float] | None = None  # seconds; a callable reads the settings
     ttl_setting: str = ""  # the setting the TTL follows, when it is configurable
-    no_ttl: str = ""  # why the keys have no TTL (required when ttl is None)
+    no_ttl: str = ""  # why the keys have no TTL: a family says either this or its `ttl`
+
+    def __post_init__(self) -> None:
+        if (self.ttl is None) != bool(self.no_ttl.strip()):
+            raise ValueError(f"{self.name}: a family has a TTL or says why it has none (no_ttl), not both or neither")
 
     def key(self, *parts: str) -> str:
         if len(parts) != len(self.parts):
@@ -115,7 +119,7 @@ WINDOW_VECTORS = Family("window-vectors", "jeeves:window-vectors:", ("channel_id
 # --------------------------------------------------------------------------- members
 
 MEMBERS = Family("members", "jeeves:members:", ("channel_id",), "hash", text=False,
-    owner="pipeline/members.py", ttl=None,
+    owner="pipeline/members.py",
     no_ttl="kept while Jeeves is in the channel; flushed when it leaves, on purge and on a personal data request",
     holds="qualified user id -> JSON role, name, handle",
     description="the channel's member cache (members live in Redis, not Postgres)")
@@ -165,7 +169,7 @@ SWEEP_LOCK = Family("sweep-lock", "jeeves:sweep:lock", (), "string", text=False,
     holds="the pid of the sweeping process",
     description="one sweeper per interval across the workers")
 SWEEP_RESTORED = Family("sweep-restored", "jeeves:sweep:restored", (), "string", text=False,
-    owner="pipeline/liveness.py", ttl=None,
+    owner="pipeline/liveness.py",
     no_ttl="a counter since Redis started (Redis keeps nothing across restarts): one key, a number, no ids",
     holds="a counter: tasks the sweepers put back",
     description="exported at /metrics (jeeves_tasks_put_back)")
@@ -174,7 +178,7 @@ RECONCILE_LOCK = Family("reconcile-lock", "jeeves:sweep:reconcile", (), "string"
     holds="the pid of the process that published the reconcile task",
     description="one reconcile task per period across the workers (its TTL is the period)")
 CLOCK = Family("clock", "jeeves:clock", (), "hash", text=False,
-    owner="pipeline/liveness.py", ttl=None,
+    owner="pipeline/liveness.py",
     no_ttl="one field per process, overwritten every sweep; /metrics shows only those seen in the last 10 minutes",
     holds='"host:pid" -> "offset_s unix_time"',
     description="each worker process's clock offset to Redis, exported at /metrics")

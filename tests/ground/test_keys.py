@@ -42,6 +42,15 @@ def test_every_family_has_a_ttl_or_says_why_not(settings):
     assert keys.TEXT_FAMILIES and all(f.ttl is not None for f in keys.TEXT_FAMILIES)
 
 
+def test_a_family_says_its_ttl_or_why_it_has_none_not_both_and_not_neither():
+    row = {"holds": "h", "owner": "ground/keys.py", "description": "d"}
+    with pytest.raises(ValueError):
+        keys.Family("x", "jeeves:x:", ("channel_id",), "string", text=False, **row)
+    with pytest.raises(ValueError):
+        keys.Family("x", "jeeves:x:", ("channel_id",), "string", text=False, ttl=5, no_ttl="kept", **row)
+    assert keys.Family("x", "jeeves:x:", (), "string", text=False, no_ttl="one counter", **row).ttl_s() is None
+
+
 def test_ttls_follow_the_settings_as_before(settings):
     cfg = settings.JEEVES
     assert keys.CLAIM_CHECK.ttl_s() == cfg.queue_ttl_s
