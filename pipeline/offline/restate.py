@@ -21,6 +21,9 @@ _URL = re.compile(r"https?://\S+|www\.\S+")
 _MENTION = re.compile(r"@([\w.\-]+)")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _EMOJI = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\u2b00-\u2bff\ufe0f\u200d]")
+# Chat puts an emoji where a full stop would be: "all 12 invited \u2705 3 replied" is two sentences, not "all 12
+# invited 3 replied". An emoji between a word (no mark after it) and the next word ends the sentence.
+_EMOJI_STOP = re.compile(rf"(?<=[\w)%])\s*{_EMOJI.pattern}+\s+(?=[\w@\"'(])")
 # Chat openers: words that are never the content go with or without a mark after them ("ok", "fyi", "bad
 # news"; "update" unless it has an object: "update the sheet" is a task); words that may be the content ("all
 # three vendors", "team lunch", "status report") go only as a label ("All:", "Team,").
@@ -93,7 +96,7 @@ def clean(text: str) -> str:
     text = _CONTROL.sub(" ", (text or "").replace("\u2019", "'"))
     text = _URL.sub("", text)
     text = _DANGLING_SEPARATORS.sub(r"\1", text)  # "here: <link> — one tab each" → "here: one tab each"
-    text = _EMOJI.sub("", text)
+    text = _EMOJI.sub("", _EMOJI_STOP.sub(". ", text))
     text = _MENTION.sub(lambda m: m.group(1), text)
     text = _LEAD.sub("", text)
     return " ".join(text.split()).strip(" ,;:-.")
@@ -130,9 +133,11 @@ def _agreeing(text: str, pronoun: str, subject: str) -> str:
     return re.sub(rf"\b{pronoun} ((?:{_ADVERBS}) )?([a-zA-Z][\w'-]*)", replace, text, flags=re.IGNORECASE)
 
 
-def third_person(text: str, actor: str, addressee: str | None = None) -> str:
+def third_person(text: str, actor: str, addressee: str | None = None, *, named: bool = False) -> str:
     """First person → `actor`, second person → `addressee`, "we"/"let's" → the team. An emphatic reflexive goes
-    ("I'll write it myself" → "<actor> will write it"): in the third person it says nothing the name does not."""
+    ("I'll write it myself" → "<actor> will write it"): in the third person it says nothing the name does not.
+    "my" is the actor's until the actor is named (before the text when `named`, as a task's owner is), then
+    "their"."""
     out = re.sub(r",?\s+\b(?:myself|ourselves)\b", "", text, flags=re.IGNORECASE)
     out = re.sub(r"\bi (don'?t|do not)\b", f"{actor} does not", out, flags=re.IGNORECASE)
     out = re.sub(r"\bi (haven'?t|have not)\b", f"{actor} has not", out, flags=re.IGNORECASE)
@@ -145,7 +150,10 @@ def third_person(text: str, actor: str, addressee: str | None = None) -> str:
     out = _agreeing(out, "i", actor)
     out = re.sub(r"\bI\b", actor, out)
     out = re.sub(r"\b(me)\b", actor, out, flags=re.IGNORECASE)
-    out = re.sub(r"\bmy\b", "their", out, flags=re.IGNORECASE)
+    # "my" before the actor is named is the actor's ("Kwame's train was late"), after it "their".
+    out = re.sub(
+        r"\bmy\b", lambda m: "their" if named or actor in out[: m.start()] else f"{actor}'s", out, flags=re.IGNORECASE
+    )
     if addressee:
         for contraction, verb in (("re", "is"), ("ve", "has"), ("ll", "will"), ("d", "would")):
             out = re.sub(rf"\byou'{contraction}\b", f"{addressee} {verb}", out, flags=re.IGNORECASE)
@@ -389,6 +397,7 @@ def normal_form(
     decision: bool = False,
     aside: re.Pattern[str] = _ASIDE,
     run_on: bool = True,
+    named: bool = False,
 ) -> str:
     """A third-person clause restating the message's main sentence without its chat framing, up to its first
     `aside` (past a dash before the figures or dates it announces, with `run_on`). A `decision`'s proposal is said
@@ -398,7 +407,7 @@ def normal_form(
         core = _as_agreed(core)
     core = _without_label(_FRAME.sub("", core))
     core = _first_clause(core, aside, run_on=run_on).strip(" ,;:-.?!")
-    return third_person(core, actor, addressee).strip()
+    return third_person(core, actor, addressee, named=named).strip()
 
 
 _GIST_WORDS = 12
@@ -512,7 +521,9 @@ def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str
     parts = sentences(cleaned) or [cleaned]
     for k, part in enumerate(parts):
         if match := _OFFER_LEAD.search(part):
-            return _verb_phrase(third_person(_first_clause(part[match.end() :], _TASK_ASIDE), owner, addressee))
+            return _verb_phrase(
+                third_person(_first_clause(part[match.end() :], _TASK_ASIDE), owner, addressee, named=True)
+            )
         if match := _ASK_FOR.search(part):  # "could I have the shortlist" asks for it to be sent
             return _verb_phrase(
                 f"send {actor} " + third_person(_first_clause(part[match.end() :], _TASK_ASIDE), actor, owner)
@@ -527,9 +538,14 @@ def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str
             # "I changed the settings last week. I'll add it back": a report in the first person gives way to a
             # promise said after it.
             if _firm(part) or not any(_PROMISE.search(p) or _OFFER_LEAD.search(p) for p in parts[k + 1 :]):
-                return _verb_phrase(third_person(_first_clause(part[match.end() :], _TASK_ASIDE), owner, addressee))
+                return _verb_phrase(
+                    third_person(_first_clause(part[match.end() :], _TASK_ASIDE), owner, addressee, named=True)
+                )
     # A task said as a statement ("that one is yours"): its first clause only; what it points at is found apart.
-    return _verb_phrase(normal_form(cleaned, actor, owner, aside=_TASK_ASIDE, run_on=False))
+    said = _verb_phrase(normal_form(cleaned, actor, owner, aside=_TASK_ASIDE, run_on=False))
+    if actor == owner and starts_with_verb(said):  # said after the owner's name: "<owner> to …"
+        said = _verb_phrase(normal_form(cleaned, actor, owner, aside=_TASK_ASIDE, run_on=False, named=True))
+    return said
 
 
 _UNDER_WAY = re.compile(r"\bi(?:'?m| am)\s+\w+ing\b|\bi\s+(?:can'?t|cannot|won'?t|don'?t|do not|am not)\b", re.I)

@@ -372,3 +372,20 @@ def test_a_lead_with_no_figure_runs_on_past_a_dash_to_the_figures_it_announces()
     assert normal_form(plain, "Ana") == "The clinic opens longer hours"
     # A task said as a statement keeps its first clause: what it points at is found apart.
     assert "8 to 20" not in task(said, "Ana", "Ben")
+
+
+def test_an_emoji_between_two_clauses_ends_a_sentence() -> None:
+    assert clean("quotes are in \u2705 two of three under budget") == "quotes are in. two of three under budget"
+    assert clean("the van is booked \U0001f69a") == "the van is booked"
+    assert normal_form("Greenhouse update \U0001f331 the seedlings went out to all six plots", "Dana") == (
+        "the seedlings went out to all six plots"
+    )
+
+
+def test_my_before_the_actor_is_named_is_the_actors_own() -> None:
+    assert third_person("my laptop died so I'm on my phone today", "Dana") == (
+        "Dana's laptop died so Dana is on their phone today"
+    )
+    # In a task the owner is named first: their own "my" is "their"; a requester's is the requester's.
+    assert task("I'll bring my projector", "Dana", "Dana") == "bring their projector"
+    assert task("@omar can you bring my charger to the stand", "Dana", "Omar") == "bring Dana's charger to the stand"
