@@ -87,6 +87,18 @@ _RELATIVE_DUE = re.compile(
 )
 
 
+# A record that says a day or a time of its own ("on Wednesday 11 February", "from the 2nd", "at 10am", "in Q3"):
+# asked "when", its text is the answer, and the day it was decided only comes beside it.
+_SAYS_WHEN = re.compile(
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}\b"
+    r"|\b\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b"
+    r"|\b(?:mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun)(?:day|nesday|sday|rsday|urday)?\b"
+    r"|\bthe\s+\d{1,2}(?:st|nd|rd|th)\b|\b\d{1,2}(?::\d\d)?\s*(?:am|pm)\b|\b\d{1,2}:\d\d\b|\bq[1-4]\b"
+    r"|\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b|\b(?:today|tonight|tomorrow|next week|this week|noon|midday)\b",
+    re.IGNORECASE,
+)
+
+
 class _Speaker:
     """Turns records into sentences for one answer: dates in the channel's timezone, names, ids."""
 
@@ -181,7 +193,7 @@ class _Speaker:
         text = _sentence(record.text)
         if form == "who" and by:
             line = f"{by} decided it on {when}: {text}{self.ref(record)}."
-        elif form == "when":
+        elif form == "when" and not _SAYS_WHEN.search(record.text):
             line = f"That was decided on {when}: {text}{self.ref(record)}."
         else:
             decided = f"decided on {when}" + (f" by {by}" if by else "")

@@ -144,6 +144,16 @@ def test_a_decision_leads_with_what_was_decided_who_and_when():
     assert "by Nadia Okafor" in first_sentence(text)
 
 
+def test_asked_when_a_decision_that_names_its_day_leads_with_it():
+    dated = rec("decision", 8, "The archive audit is on Tuesday 24 March, in the records room", decided_by=["u1@x"])
+    text = answer("When is the archive audit?", [dated])
+    assert text.startswith(
+        "The archive audit is on Tuesday 24 March, in the records room (DEC-0008, decided on the 3rd"
+    )
+    # One that names no day of its own: the day it was decided is what there is to say.
+    assert answer("When did we settle the invoice rule?", [KEEP]).startswith("That was decided on the 3rd of March")
+
+
 def test_temporal_answer_gives_the_current_state_then_what_changed():
     text = answer("How long do we keep invoices now?", [KEEP_LONGER, KEEP_OLD])
     assert text.startswith("Invoices are kept for ten years, to match the auditors' rule (DEC-0005, since the 9th")
