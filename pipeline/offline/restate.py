@@ -133,7 +133,23 @@ def _agreeing(text: str, pronoun: str, subject: str) -> str:
     return re.sub(rf"\b{pronoun} ((?:{_ADVERBS}) )?([a-zA-Z][\w'-]*)", replace, text, flags=re.IGNORECASE)
 
 
+# Words in quotation marks are someone's own ("customers ask 'can I keep my old one'"): no person changes there.
+_QUOTED = re.compile(r"(?<!\w)(['\"\u2018\u201c])(?=\S)[^'\"\u2018\u2019\u201c\u201d]+?(?<=\S)['\"\u2019\u201d](?!\w)")
+
+
 def third_person(text: str, actor: str, addressee: str | None = None, *, named: bool = False) -> str:
+    """`_third_person` outside quotation marks."""
+    out, at = [], 0
+    for quoted in _QUOTED.finditer(text):
+        out += [_third_person(text[at : quoted.start()], actor, addressee, named=named), quoted.group(0)]
+        named = named or actor in out[-2]
+        at = quoted.end()
+    if not out:
+        return _third_person(text, actor, addressee, named=named)
+    return "".join([*out, _third_person(text[at:], actor, addressee, named=named)])
+
+
+def _third_person(text: str, actor: str, addressee: str | None = None, *, named: bool = False) -> str:
     """First person → `actor`, second person → `addressee`, "we"/"let's" → the team. An emphatic reflexive goes
     ("I'll write it myself" → "<actor> will write it"): in the third person it says nothing the name does not.
     "my" is the actor's until the actor is named (before the text when `named`, as a task's owner is), then

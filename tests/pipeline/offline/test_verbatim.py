@@ -389,3 +389,12 @@ def test_my_before_the_actor_is_named_is_the_actors_own() -> None:
     # In a task the owner is named first: their own "my" is "their"; a requester's is the requester's.
     assert task("I'll bring my projector", "Dana", "Dana") == "bring their projector"
     assert task("@omar can you bring my charger to the stand", "Dana", "Omar") == "bring Dana's charger to the stand"
+
+
+def test_words_in_quotation_marks_keep_their_person() -> None:
+    assert third_person("I keep hearing 'can I swap my desk' from the new starters", "Dana") == (
+        "Dana keeps hearing 'can I swap my desk' from the new starters"
+    )
+    assert third_person('we wrote "we will call you back" on the form', "Dana") == (
+        'the team wrote "we will call you back" on the form'
+    )
