@@ -133,7 +133,7 @@ def _agreeing(text: str, pronoun: str, subject: str) -> str:
     return re.sub(rf"\b{pronoun} ((?:{_ADVERBS}) )?([a-zA-Z][\w'-]*)", replace, text, flags=re.IGNORECASE)
 
 
-# Words in quotation marks are someone's own ("customers ask 'can I keep my old one'"): no person changes there.
+# Words in quotation marks are someone's own ("customers keep asking 'may I swap my seat'"): no person changes there.
 _QUOTED = re.compile(r"(?<!\w)(['\"\u2018\u201c])(?=\S)[^'\"\u2018\u2019\u201c\u201d]+?(?<=\S)['\"\u2019\u201d](?!\w)")
 
 
