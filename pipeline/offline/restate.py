@@ -304,6 +304,8 @@ _COMMIT_LEAD = re.compile(
     r"(?:also\s+|just\s+|then\s+|go ahead and\s+)?",
     re.IGNORECASE,
 )
+# Of the frames, those that say what the team will do.
+_WILL_FRAME = re.compile(r"(?:let'?s|we'?ll|we will|we'?re going to|we are going to)\s", re.IGNORECASE)
 _FRAME = re.compile(
     r"^(?:i think|i guess|i reckon|i'd say|in my view|to be clear|just to confirm|let'?s|we'?ll|we will|we should"
     r"|we'?re going to|we are going to|we go with|going with|we'?re|we are)\s+",
@@ -421,7 +423,20 @@ def normal_form(
     core = clean(_main_sentence(clean(text)))
     if decision:
         core = _as_agreed(core)
-    core = _without_label(_FRAME.sub("", core))
+    framed = _FRAME.match(core)
+    unframed = _FRAME.sub("", core)
+    core = _without_label(unframed)
+    # "let's start with one supplier" is what the team will do, not an order (a label after the frame, "let's do
+    # it: …", and a choice `as_chosen` words, "go with …", aside).
+    if (
+        decision
+        and framed
+        and core == unframed
+        and _WILL_FRAME.match(framed.group(0))
+        and starts_with_verb(re.sub(r"^not\s+", "", core))
+        and as_chosen(core) == core
+    ):
+        core = f"the team will {core}"
     core = _first_clause(core, aside, run_on=run_on).strip(" ,;:-.?!")
     return third_person(core, actor, addressee, named=named).strip()
 

@@ -398,3 +398,12 @@ def test_words_in_quotation_marks_keep_their_person() -> None:
     assert third_person('we wrote "we will call you back" on the form', "Dana") == (
         'the team wrote "we will call you back" on the form'
     )
+
+
+def test_a_decision_framed_as_what_we_will_do_says_the_team_will() -> None:
+    from pipeline.offline.restate import decision
+
+    said = "let's trial the shorter stand-up for two sprints and review it after"
+    assert decision(said, "Dana", [said]).startswith("The team will trial")
+    said = "ok let's not reorder the badges until the new supplier signs"
+    assert decision(said, "Dana", [said]).startswith("The team will not reorder")
