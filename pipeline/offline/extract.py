@@ -337,7 +337,7 @@ def _actions(w: _Window) -> list[_Record]:
         if mine and not asks_another and (not anchor or short or w.cosine(i, mine[-1].anchor) >= params["join_cosine"]):
             target = mine[-1]
             target.evidence.append(i)
-            if w.scored.over("update", i) and i - target.anchor > 1 and not _moves_date(w, target, i):
+            if w.scored.over("update", i) and not _takes_on(w, target, i) and not _moves_date(w, target, i):
                 target.done, target.done_at = True, i
             continue
         if not anchor:
@@ -362,6 +362,10 @@ def _actions(w: _Window) -> list[_Record]:
     for record in records:
         if record.owner is None:
             continue
+        if not record.done:
+            said = next((i for i in record.evidence[1:] if _says_done(w, record, i)), None)
+            if said is not None:
+                record.done, record.done_at = True, said
         while True:
             if not record.done:
                 _complete(w, record)
@@ -373,6 +377,31 @@ def _actions(w: _Window) -> list[_Record]:
             record.done, record.done_at = False, None
             record.evidence = sorted({*record.evidence, slip})
     return records
+
+
+# Agreeing to a task ("ok", "sure thing", "yep, on it", "will do 👍", "fine by me"), at a reply's start or end.
+_AGREES = re.compile(
+    r"^\W*(?:ok(?:ay)?|yes|yep|yeah|yup|sure|fine|agreed|noted|will do|on it|can do)\b"
+    r"|\b(?:ok(?:ay)?|sure|will do|on it|can do)\W*$|\U0001f44d",
+    re.IGNORECASE,
+)
+
+
+def _takes_on(w: _Window, record: _Record, i: int) -> bool:
+    """Is message `i`, the owner's answer right after the task's first message, taking the task on rather than
+    reporting it done: it agrees ("ok, will do") or names a date ("next wed latest"), and says nothing done in so
+    many words (`_REPORTS_DONE`: "Sent. They meet next week." reports it)? A later message is no such answer."""
+    if i - record.anchor != 1 or _REPORTS_DONE.search(w.msgs[i].text):
+        return False
+    today = deadlines.local_date(w.msgs[i].ts, w.ctx.timezone)
+    return bool(_AGREES.search(w.msgs[i].text)) or deadlines.resolve(w.msgs[i].text, today) is not None
+
+
+def _says_done(w: _Window, record: _Record, i: int) -> bool:
+    """Does message `i` of the record's evidence report its task done in so many words (`_REPORTS_DONE`: "done ✅",
+    "sent to them"), said by its owner and asking nothing?"""
+    msg = w.msgs[i]
+    return msg.author_id == record.owner.user_id and "?" not in msg.text and bool(_REPORTS_DONE.search(msg.text))
 
 
 def _complete(w: _Window, record: _Record) -> None:

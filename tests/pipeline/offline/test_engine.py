@@ -821,3 +821,32 @@ def test_a_slip_after_a_report_taken_for_done_reopens_the_action_with_the_new_da
     [action] = actions_on(msgs, "m1")
     assert "m6" in action.source_msg_ids and action.status == "open"  # not done: its date moved after the report
     assert action.deadline == date(2026, 5, 7)
+
+
+def test_the_owners_answer_right_after_the_task_reports_it_done_unless_it_takes_it_on() -> None:
+    # "I'll do X" then at once "X done, …" (or a request answered by its report): the task is done.
+    msgs = window(
+        (BEN, "I'll renew the parking permits for the two delivery vans this afternoon"),
+        (BEN, "renewed both van parking permits, the receipts are in the finance folder"),
+    )
+    [action] = actions_on(msgs, "m1")
+    assert action.owner_id == BEN.user_id and action.status == "done", action
+    msgs = window(
+        (ANA, "@ben can you book the van for the office move?"),
+        (BEN, "van booked for the office move, ref VX-221"),
+    )
+    [action] = actions_on(msgs, "m1")
+    assert action.owner_id == BEN.user_id and action.status == "done", action
+    # An answer that agrees or names a date takes the task on: still open, dated by it.
+    for reply, due in (("ok, thursday", date(2026, 5, 7)), ("wednesday at the latest", date(2026, 5, 6))):
+        msgs = window((ANA, "@ben can you swap the batteries in the warehouse smoke alarms?"), (BEN, reply))
+        [action] = actions_on(msgs, "m1")
+        assert action.status == "open" and action.deadline == due, (reply, action)
+
+
+def test_a_report_in_so_many_words_completes_the_task_it_joined() -> None:
+    # The reply that takes up a request nobody was named for is its report too; so is a check mark beside it.
+    for reply in ("done ✅", "back in the safe ✅"):
+        msgs = window((ANA, "can someone put the spare van keys back in the safe?"), (BEN, reply))
+        [action] = actions_on(msgs, "m1")
+        assert action.owner_id == BEN.user_id and action.status == "done", (reply, action)
