@@ -414,10 +414,24 @@ def _complete(w: _Window, record: _Record) -> None:
             continue
         if w.msgs[j].author_id != record.owner.user_id or j in record.evidence:
             continue
-        if w.scored.over("update", j) and w.cosine(j, record.anchor) >= w.scored.engine.params["done_cosine"]:
+        if w.scored.over("update", j) and _about(w, record, j):
             record.evidence.append(j)
             record.done, record.done_at = True, j
             return
+
+
+# Content words a later update shares with a task's first message that make it about the same task however long
+# it runs on ("the rota is redone: 14 wardens, <link>" after "I'll redo the fire warden rota").
+SHARED_WORDS = 2
+
+
+def _about(w: _Window, record: _Record, j: int) -> bool:
+    """Is message `j` about the record's task: near it by MiniLM (cosine with its first message >= `done_cosine`)
+    or sharing `SHARED_WORDS` content words with it?"""
+    if w.cosine(j, record.anchor) >= w.scored.engine.params["done_cosine"]:
+        return True
+    task = set(restate.content_words(w.msgs[record.anchor].text))
+    return len(task & set(restate.content_words(w.msgs[j].text))) >= SHARED_WORDS
 
 
 # A slip of a task's date in general English (narrower than `deadlines.moves`, which reads messages already
