@@ -389,12 +389,18 @@ _AGREES = re.compile(
 
 def _takes_on(w: _Window, record: _Record, i: int) -> bool:
     """Is message `i`, the owner's answer right after the task's first message, taking the task on rather than
-    reporting it done: it agrees ("ok, will do") or names a date ("next wed latest"), and says nothing done in so
-    many words (`_REPORTS_DONE`: "Sent. They meet next week." reports it)? A later message is no such answer."""
+    reporting it done: it agrees ("ok, will do") or names a date (as a deadline, or in a short reply: "next wed
+    latest"), and says nothing done in so many words (`_REPORTS_DONE`: "Sent. They meet next week." reports it)?
+    A later message is no such answer."""
     if i - record.anchor != 1 or _REPORTS_DONE.search(w.msgs[i].text):
         return False
+    if _AGREES.search(w.msgs[i].text):
+        return True
+    # a date said as a deadline ("wednesday at the latest"), or any in a short reply ("mon 13, early"); a longer
+    # answer's date in passing is what was done ("booked for the 12th and the 26th, ref …")
     today = deadlines.local_date(w.msgs[i].ts, w.ctx.timezone)
-    return bool(_AGREES.search(w.msgs[i].text)) or deadlines.resolve(w.msgs[i].text, today) is not None
+    marked_only = w.words(i) > w.scored.engine.params["ack_words"]
+    return deadlines.resolve(w.msgs[i].text, today, marked_only=marked_only) is not None
 
 
 def _says_done(w: _Window, record: _Record, i: int) -> bool:

@@ -837,6 +837,13 @@ def test_the_owners_answer_right_after_the_task_reports_it_done_unless_it_takes_
     )
     [action] = actions_on(msgs, "m1")
     assert action.owner_id == BEN.user_id and action.status == "done", action
+    # A longer answer naming dates in passing says what was done.
+    msgs = window(
+        (BEN, "I'll book the sports hall for the two quiz nights"),
+        (BEN, "Sports hall booked for the 12th and the 26th, ref HB-3321, and the old room is released for both dates."),
+    )
+    [action] = actions_on(msgs, "m1")
+    assert action.status == "done", action
     # An answer that agrees or names a date takes the task on: still open, dated by it.
     for reply, due in (("ok, thursday", date(2026, 5, 7)), ("wednesday at the latest", date(2026, 5, 6))):
         msgs = window((ANA, "@ben can you swap the batteries in the warehouse smoke alarms?"), (BEN, reply))
