@@ -426,17 +426,19 @@ def _complete(w: _Window, record: _Record) -> None:
             return
 
 
-# Content words a later update shares with a task's first message that make it about the same task however long
+# Content words a later update shares with what was said of a task that make it about the same task however long
 # it runs on ("the rota is redone: 14 wardens, <link>" after "I'll redo the fire warden rota").
 SHARED_WORDS = 2
 
 
 def _about(w: _Window, record: _Record, j: int) -> bool:
     """Is message `j` about the record's task: near it by MiniLM (cosine with its first message >= `done_cosine`)
-    or sharing `SHARED_WORDS` content words with it?"""
+    or sharing `SHARED_WORDS` content words with what was said of it before (its first message, and the record's
+    earlier messages by `j`'s author: "on it, drafting the notice for tenants" then "tenant notice is out")?"""
     if w.cosine(j, record.anchor) >= w.scored.engine.params["done_cosine"]:
         return True
-    task = set(restate.content_words(w.msgs[record.anchor].text))
+    said = [k for k in record.evidence if k < j and (k == record.anchor or w.msgs[k].author_id == w.msgs[j].author_id)]
+    task = {x for k in said for x in restate.content_words(w.msgs[k].text)}
     return len(task & set(restate.content_words(w.msgs[j].text))) >= SHARED_WORDS
 
 
@@ -498,9 +500,15 @@ def _taken_up(w: _Window, records: list[_Record]) -> list[_Record]:
             reply = w.msgs[j]
             if reply.author_id == author or reply.author_id in w.ctx.bot_ids:
                 continue
-            if w.words(j) <= params["ack_words"] and "?" not in reply.text and w.scored.over("action_ev", j):
+            takes = w.words(j) <= params["ack_words"] and "?" not in reply.text and w.scored.over("action_ev", j)
+            # or, the very next message, reports it done ("rota updated, the hall rebooked for the 3rd"): who did it
+            # owns it
+            reports = j == a + 1 and "?" not in reply.text and w.scored.over("update", j) and _about(w, record, j)
+            if takes or reports:
                 record.owner = _member(w.ctx, reply.author_id)
                 record.evidence = sorted({*record.evidence, j})
+                if reports and not _takes_on(w, record, j):
+                    record.done, record.done_at = True, j
                 dropped |= {id(r) for r in records if r is not record and r.anchor == j}
             break
     return [r for r in records if id(r) not in dropped]

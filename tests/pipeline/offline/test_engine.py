@@ -840,7 +840,10 @@ def test_the_owners_answer_right_after_the_task_reports_it_done_unless_it_takes_
     # A longer answer naming dates in passing says what was done.
     msgs = window(
         (BEN, "I'll book the sports hall for the two quiz nights"),
-        (BEN, "Sports hall booked for the 12th and the 26th, ref HB-3321, and the old room is released for both dates."),
+        (
+            BEN,
+            "Sports hall booked for the 12th and the 26th, ref HB-3321, and the old room is released for both dates.",
+        ),
     )
     [action] = actions_on(msgs, "m1")
     assert action.status == "done", action
@@ -880,3 +883,22 @@ def test_a_later_report_sharing_the_tasks_words_completes_it_however_far_it_runs
     other = (BEN, "the canteen reopens on Monday with a new coffee machine, 3 new dishes")
     [action] = actions_on(window(task, *between, other), "m1", engine=engine)
     assert action.status == "open" and action.source_msg_ids == ["m1"], action
+    # What the owner said of it when taking it on counts too.
+    request = (ANA, "@ben can you warn the building about Saturday's water shutdown?")
+    taken = (BEN, "on it, drafting a notice for the tenants now")
+    report = (BEN, "notice for the tenants went up in both lifts and by the post boxes")
+    [action] = actions_on(window(request, taken, *between, report), "m1", engine=engine)
+    assert action.status == "done" and action.source_msg_ids == ["m1", "m2", "m11"], action
+
+
+def test_a_request_naming_no_one_answered_at_once_by_a_report_is_the_reporters_and_done() -> None:
+    request = (
+        ANA,
+        "agreed. the hall has to be ready before the parents arrive. Update the seating plan and the hall booking pls.",
+    )
+    for report in (
+        "seating plan updated to 120 chairs, hall booking extended to 21:00 on the 14th ✅",
+        "Seating plan v3 uploaded: 120 chairs. Hall rebooked, now 18:00-21:00.",
+    ):
+        [action] = actions_on(window(request, (BEN, report), (CARA, "nice")), "m1")
+        assert action.owner_id == BEN.user_id and action.status == "done", (report, action)
