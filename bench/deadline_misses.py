@@ -1,7 +1,8 @@
 """Every deadline miss of the offline engine's matched actions: expected against got, with the messages
-of both evidence lists, each with its local date and what `deadlines.resolve` reads in it.
+of both evidence lists, each with its local date and what `deadlines.resolve` reads in it; with `--status`,
+every status miss instead (open or done against the gold's, and whether the owner is right).
 
-    .venv/bin/python bench/deadline_misses.py [evalsets/train] [--quiet] [--quick]
+    .venv/bin/python bench/deadline_misses.py [evalsets/train] [--quiet] [--quick] [--status]
 
 On train the figures are cross-validated, as `jeeves train` reports them: each conversation replayed by
 the engine of the fold that did not see it (the five fold engines are fitted here, about 4 minutes, with
@@ -54,6 +55,7 @@ def main() -> None:
     parser.add_argument("folder", nargs="?", default=str(corpus.TRAIN))
     parser.add_argument("--quiet", action="store_true", help="the figures only")
     parser.add_argument("--quick", action="store_true", help="a smoke run (CI): three dev conversations")
+    parser.add_argument("--status", action="store_true", help="list status misses (open / done) instead")
     args = parser.parse_args()
     folder = corpus.DEV if args.quick else Path(args.folder)
     convs = corpus.load_dir(folder)[: 3 if args.quick else None]
@@ -66,11 +68,15 @@ def main() -> None:
         gold = conv.gold["actions"]
         for i, j in replay.match([set(a.source_msg_ids) for a in actions], [set(g["evidence"]) for g in gold]):
             expected, got = gold[j]["deadline"], actions[i].deadline.isoformat() if actions[i].deadline else None
+            if args.status:
+                expected, got = gold[j].get("status", "open"), actions[i].status
             total += 1
             right += got == expected
             if got == expected or args.quiet:
                 continue
             head = f"{conv.id} {gold[j]['id']} expected {expected} got {got} ({conv.ctx.timezone})"
+            if args.status:
+                head += " owner " + ("right" if actions[i].owner_id == conv.member(gold[j]["owner"]) else "wrong")
             print(f"\n{head}: {gold[j]['description']}")
             for mid in sorted(set(gold[j]["evidence"]) | set(actions[i].source_msg_ids)):
                 m = by_id[mid]
@@ -79,7 +85,8 @@ def main() -> None:
                 print(f"  {tag} {mid} {day:%a %d %b} -> {deadlines.resolve(m.text, day)}: {m.text[:240]!r}")
     figures = replay.score(runs)
     print(
-        f"\n{folder}: deadlines right {right}/{total} ({figures['deadline_accuracy']:.3f}); actions F1"
+        f"\n{folder}: {'status' if args.status else 'deadlines'} right {right}/{total}"
+        f" (deadline {figures['deadline_accuracy']:.3f}, status {figures['status_accuracy']:.3f}); actions F1"
         f" {figures['actions']['f1']:.3f}, owner {figures['owner_accuracy']:.3f}, decisions F1"
         f" {figures['decisions']['f1']:.3f}, signals per 100 messages {figures['signals_per_100_messages']}"
         "  (G: gold evidence, P: the engine's)"
