@@ -535,7 +535,12 @@ def _referent(w: _Window, record: _Record, phrase: str) -> tuple[int, str] | Non
     said_at = next((k for k, part in enumerate(parts) if phrase.casefold() in part.casefold()), 0)
     candidates = [(first, " ".join(parts[:said_at]))] if said_at else []
     if first > 0:
-        candidates.append((first - 1, w.msgs[first - 1].text))
+        before = w.msgs[first - 1]
+        # After a promise the pronoun stands for what was promised about ("I'll draft the memo" then "and I'll
+        # circulate it": the memo), not for the promise.
+        if said := restate.promised_object(before.text, w.name(before.author_id)):
+            return _gist_of(w, candidates) or (first - 1, said)
+        candidates.append((first - 1, before.text))
     return _gist_of(w, candidates)
 
 

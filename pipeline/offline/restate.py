@@ -612,6 +612,23 @@ def _verb_phrase(text: str) -> str:
     return base_form(text)
 
 
+_OBJECT_ENDS = frozenset("with by to for on at in from before after until till so and or but once when if".split())
+
+
+def promised_object(said: str, actor: str) -> str:
+    """What a promise is about: the object of its task ("I'll revise the seating plan with the new names" → "the
+    seating plan"); "" when the message promises nothing or its task has no object of its own."""
+    if not _PROMISE.search(clean(said)):
+        return ""
+    phrase = task(said, actor, actor)
+    if not starts_with_verb(phrase):
+        return ""
+    words_after = phrase.split()[1:]
+    end = next((k for k, word in enumerate(words_after) if word.casefold().strip(",;") in _OBJECT_ENDS), None)
+    obj = [w.strip(",;") for w in words_after[:end]][:6]
+    return " ".join(obj) if set(content_words(" ".join(obj))) - {"one", "ones"} else ""
+
+
 def opens_on_task(phrase: str, said: str) -> bool:
     """Does `phrase`, the task `task` found in the message `said`, open on a verb? A verb in its base form
     does; so does a word the dictionary does not know ("prep", "diff") when the message asks someone to do

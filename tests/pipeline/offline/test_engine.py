@@ -634,6 +634,14 @@ def test_a_task_said_with_a_pronoun_says_what_it_refers_to_and_rests_on_that_mes
     msgs = window((CARA, "the loading bay shutter sticks"), (ANA, "I'll report the shutter to the landlord today"))
     [action] = actions_on(msgs, "m2")
     assert "(" not in action.description and action.source_msg_ids == ["m2"], action
+    # After another member's promise the pronoun stands for what was promised about, not for the promise.
+    msgs = window(
+        (CARA, "I'll finish the supplier scorecard before the weekend"),
+        (ANA, "and I'll present it at the quarterly review on the 9th"),
+    )
+    ana = [a for a in extract(msgs, CTX).actions if a.description.startswith("Ana")]
+    assert ana and all("Cara will" not in a.description for a in ana), ana
+    assert any("scorecard" in a.description for a in ana), ana
 
 
 def test_a_request_opening_on_a_handle_other_than_the_owners_name_is_their_task() -> None:
