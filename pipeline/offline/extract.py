@@ -379,7 +379,7 @@ def _actions(w: _Window) -> list[_Record]:
     return records
 
 
-# Agreeing to a task ("ok", "sure thing", "yep, on it", "will do 👍", "fine by me"), at a reply's start or end.
+# Agreeing to a task ("okay", "sure, leave it with me", "yep, on it", "can do 👍"), at a reply's start or end.
 _AGREES = re.compile(
     r"^\W*(?:ok(?:ay)?|yes|yep|yeah|yup|sure|fine|agreed|noted|will do|on it|can do)\b"
     r"|\b(?:ok(?:ay)?|sure|will do|on it|can do)\W*$|\U0001f44d",
@@ -389,7 +389,7 @@ _AGREES = re.compile(
 
 def _takes_on(w: _Window, record: _Record, i: int) -> bool:
     """Is message `i`, the owner's answer right after the task's first message, taking the task on rather than
-    reporting it done: it agrees ("ok, will do") or names a date (as a deadline, or in a short reply: "next wed
+    reporting it done: it agrees ("sure, can do") or names a date (as a deadline, or in a short reply: "next wed
     latest"), and says nothing done in so many words (`_REPORTS_DONE`: "Sent. They meet next week." reports it)?
     A later message is no such answer."""
     if i - record.anchor != 1 or _REPORTS_DONE.search(w.msgs[i].text):
