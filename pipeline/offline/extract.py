@@ -412,7 +412,7 @@ def _says_done(w: _Window, record: _Record, i: int) -> bool:
 
 def _complete(w: _Window, record: _Record) -> None:
     """Join the messages after the record's evidence that move its date, up to its owner's report that it is done
-    (an update about the same thing, MiniLM cosine >= `done_cosine`)."""
+    (an update about the same task, `_about`)."""
     assert record.owner is not None
     for j in range(record.evidence[-1] + 1, len(w.msgs)):
         if _moves_date(w, record, j):
