@@ -354,11 +354,20 @@ _SUBORDINATE = re.compile(
 )
 
 
+# What a parenthesis inside a sentence holds, up to its closing mark, when the sentence goes on after it in words;
+# not a list label ("(b)", "(ii)"), which names the point the sentence makes.
+_INSERTED = re.compile(r"(?![A-Za-z0-9]{1,3}\))[^()]*\)\s*(?=[a-z])")
+
+
 def _first_clause(text: str, aside: re.Pattern[str] = _ASIDE, *, run_on: bool = False) -> str:
     """The text up to its first aside (a parenthesis, a dash, a reason, a 'but'), if that leaves enough.
     A lead that cannot stand alone ("Before anyone asks — …", "If it helps, …") gives way to what follows.
     With `run_on`, a lead stating no figure or date runs on past a dash to the figures or dates it announces."""
     match = aside.search(text)
+    if match and match.group(0).strip() == "(" and (inserted := _INSERTED.match(text, match.end())):
+        # A parenthesis inside the sentence ("Acme (our oldest client) will renew if …") is an insert, not its end:
+        # the sentence goes on without it.
+        return _first_clause(f"{text[: match.start()]} {text[inserted.end() :]}", aside, run_on=run_on)
     if match and len(text[: match.start()].split()) >= 4:
         rest = clean(text[match.end() :])
         dash = match.group(0).strip() in {"-", "\u2013", "\u2014"}

@@ -538,6 +538,22 @@ def test_a_label_that_only_frames_a_decision_is_not_stored_but_one_naming_its_su
         assert normal_form(said, "Ana").split()[:2] == said.split()[:2]  # the subject stays
 
 
+def test_a_parenthesis_inside_a_sentence_is_left_out_and_the_sentence_goes_on() -> None:
+    from pipeline.offline.restate import normal_form
+
+    # An insert mid-sentence: what follows it is the statement, so the record keeps it.
+    assert normal_form("good news: Brindle Dairy (our biggest account) renews if we add pallet tracking", "Ana") == (
+        "Brindle Dairy renews if the team adds pallet tracking"
+    )
+    # A parenthesis at the end is an aside, and a list label names the point: both as before.
+    assert normal_form("The forklift charger on bay two is broken (again).", "Ana") == (
+        "The forklift charger on bay two is broken"
+    )
+    assert normal_form("For (c) we need a second quote from the glaziers", "Ana") == (
+        "For (c) the team needs a second quote from the glaziers"
+    )
+
+
 def test_a_question_the_team_said_yes_to_is_stored_as_what_was_decided() -> None:
     from pipeline.offline.restate import as_decided, normal_form
 
