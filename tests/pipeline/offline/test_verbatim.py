@@ -71,6 +71,15 @@ def test_fit_drops_the_words_that_carry_least_before_cutting_what_a_record_is_ab
     assert "has been silent" in fit(said, [said]) and "have not moved" in fit(said, [said])  # they stay
 
 
+def test_a_cut_never_ends_on_one_word_left_after_a_comma() -> None:
+    said = "I'll ship the spare fan units to the north depot, paperwork by Monday"
+    fitted = fit("Dana to ship the spare fan units to the north depot, paperwork by Monday", [said])
+    assert kept_share(fitted, said) <= MAX_SHARE
+    assert fitted.endswith("north depot.")  # not "…, paperwork." once "by Monday" was cut
+    said = "the rota is settled, two people on the early shift and one on lates until the audit"
+    assert not re.search(r", \w+\.$", fit("The rota is settled, two people on the early shift", [said]))
+
+
 def test_have_as_a_verb_of_its_own_is_never_dropped_as_an_auxiliary() -> None:
     said = "The lab has one spare centrifuge for the whole floor, and the second rotor has gone missing again."
     fitted = fit(said, [said])
