@@ -73,6 +73,16 @@ class _Window:
     scored: model.Scored
     pending: list[bool]
     addressees: list[list[Member]] = field(default_factory=list)
+    _known: dict[int, deadlines.Known] = field(default_factory=dict)
+
+    def known(self, i: int) -> deadlines.Known:
+        """What the window's messages before message `i` said that its date phrases may refer to (sprints'
+        dates, dates named with their month: `deadlines.known`)."""
+        if i not in self._known:
+            self._known[i] = deadlines.known(
+                (m.text, deadlines.local_date(m.ts, self.ctx.timezone)) for m in self.msgs[:i]
+            )
+        return self._known[i]
 
     def words(self, i: int) -> int:
         return len(restate.clean(self.msgs[i].text).split())
@@ -400,7 +410,7 @@ def _takes_on(w: _Window, record: _Record, i: int) -> bool:
     # answer's date in passing is what was done ("booked for the 12th and the 26th, ref …")
     today = deadlines.local_date(w.msgs[i].ts, w.ctx.timezone)
     marked_only = w.words(i) > w.scored.engine.params["ack_words"]
-    return deadlines.resolve(w.msgs[i].text, today, marked_only=marked_only) is not None
+    return deadlines.resolve(w.msgs[i].text, today, marked_only=marked_only, known=w.known(i)) is not None
 
 
 def _says_done(w: _Window, record: _Record, i: int) -> bool:
@@ -473,7 +483,8 @@ def _moves_date(w: _Window, record: _Record, j: int) -> bool:
     nearest = max(parts, key=lambda part: len(task & set(restate.content_words(part))))
     if not task & set(restate.content_words(nearest)):
         nearest = msg.text
-    if _reports_done(nearest) or deadlines.moved_to(msg.text, deadlines.local_date(msg.ts, w.ctx.timezone)) is None:
+    today = deadlines.local_date(msg.ts, w.ctx.timezone)
+    if _reports_done(nearest) or deadlines.moved_to(msg.text, today, w.known(j)) is None:
         return False
     near = w.cosine(j, record.anchor)
     if w.words(j) <= w.scored.engine.params["ack_words"] and j > 0 and w.msgs[j - 1].author_id != msg.author_id:
@@ -648,11 +659,12 @@ _COMMITS = re.compile(r"\b(?:i'?ll|i will|i can|i'?m going to|i am going to|i'?d
 
 def _task_part(w: _Window, record: _Record) -> tuple[str | None, bool]:
     """The part of the anchor message that states the task, and whether only that part may state its
-    date: a request's text from its owner's @mention or name on (or the owner's own part of a shared
-    request), the rest of the message only with a date said as a deadline; for a self-commitment, the
-    sentences that commit ("I'll …") first, then the rest; when it does not open on one, from the first that
-    commits on, the sentences before it only with a date said as a deadline (what they date is the context:
-    "the crates land on Monday. I'll book the van": no date)."""
+    date: a request's text from its owner's @mention or name on (or their handle said as the name a clause
+    is addressed to: "Bea, can you …"; or the owner's own part of a shared request), the rest of the message
+    only with a date said as a deadline; for a self-commitment, the sentences that commit ("I'll …") first,
+    then the rest; when it does not open on one, from the first that commits on, the sentences before it only
+    with a date said as a deadline (what they date is the context: "the crates land on Monday. I'll book the
+    van": no date)."""
     msg = w.msgs[record.anchor]
     if record.segment is not None:
         return record.segment, True
@@ -665,13 +677,16 @@ def _task_part(w: _Window, record: _Record) -> tuple[str | None, bool]:
         if committed and _COMMITS.search(said[0]) is None:
             return " ".join(said[said.index(committed[0]) :]), True
         return (" ".join(committed) if committed and len(committed) < len(said) else None), False
-    marks = [rf"@{re.escape(owner.handle)}\b"] if owner.handle else []
+    marks = [rf"()@{re.escape(owner.handle)}\b"] if owner.handle else []
     first = restate.first_name(owner.name) if owner.name else None
     if first:
-        marks.append(rf"\b{re.escape(first)}\b")
+        marks.append(rf"()\b{re.escape(first)}\b")
+    if owner.handle:
+        # the handle said as a name to whom a clause is addressed ("Bea, can you …"; a short name often is one)
+        marks.append(rf"(?:^|[.!?:;,]\s*)()\b{re.escape(owner.handle)}(?=\s*[,:]|\s+(?:can|could|please|pls|would)\b)")
     for mark in marks:
         if found := re.search(mark, msg.text, re.IGNORECASE):
-            return msg.text[found.start() :], True
+            return msg.text[found.start(1) :], True
     return None, False
 
 
@@ -758,13 +773,13 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
         if record.done_at is not None and i >= record.done_at and i != record.anchor:
             break
         message = w.msgs[i]
-        today = deadlines.local_date(message.ts, w.ctx.timezone)
+        today, known = deadlines.local_date(message.ts, w.ctx.timezone), w.known(i)
         moved = False
         if i == record.anchor:
             part, strict = _task_part(w, record)
             part = _own_part(w, record, part) if part else part
-            said = (deadlines.resolve(part, today) if part else None) or deadlines.resolve(
-                _own_part(w, record, message.text), today, marked_only=strict
+            said = (deadlines.resolve(part, today, known=known) if part else None) or deadlines.resolve(
+                _own_part(w, record, message.text), today, marked_only=strict, known=known
             )
         elif message.author_id not in people:
             continue
@@ -775,14 +790,14 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
         elif w.words(i) > params["ack_words"] and w.cosine(i, record.anchor) < params["done_cosine"] and i != answer:
             continue  # about something else
         elif moved := (deadlines.moves(message.text) or i in slips):
-            said = deadlines.moved_to(message.text, today)
+            said = deadlines.moved_to(message.text, today, known)
         else:
             # a short reply's date ("sure, Monday then"); a longer message's only when said as a deadline
-            said = deadlines.resolve(message.text, today, marked_only=w.words(i) > params["ack_words"])
+            said = deadlines.resolve(message.text, today, marked_only=w.words(i) > params["ack_words"], known=known)
         if not said:
             continue
         own = _own_part(w, record, message.text) if i == record.anchor else message.text
-        marked = deadlines.resolve(own, today, marked_only=True) is not None
+        marked = deadlines.resolve(own, today, marked_only=True, known=known) is not None
         if firm and (said < found or not marked) and not (moved or "?" in message.text):
             continue  # a date said in passing, or an earlier one, after the task's deadline ("on it today"): a plan
         found, said_at, firm = said, i, i == record.anchor and marked

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from pipeline.offline.deadlines import local_date, moves, resolve
+from pipeline.offline.deadlines import known, local_date, moves, resolve
 
 MONDAY = date(2026, 3, 2)
 
@@ -63,6 +63,15 @@ MONDAY = date(2026, 3, 2)
         # What is no deadline: negated, possessive, past, a start, a lower bound, a condition.
         ("the invoices tonight please, not tomorrow morning", date(2026, 3, 2)),
         ("can we rehearse tomorrow's demo this afternoon?", date(2026, 3, 2)),
+        ("tomorrow's standup is cancelled", None),
+        # ... but a possessive date the task has to be in, or be ready for, is when it is due.
+        ("the fix should ship in tomorrow's release", date(2026, 3, 3)),
+        ("the handouts ready for Thursday's workshop", date(2026, 3, 5)),
+        # A weekday said with its day of the month names the month where they agree.
+        ("could we aim for Thursday the 2nd?", date(2026, 4, 2)),
+        ("the van is booked for Sat 14th", date(2026, 3, 14)),
+        # Today's own date, said with its month, is today (not a year on).
+        ("the payroll file goes to the bank on 2 March", date(2026, 3, 2)),
         ("a dozen tickets since Friday", None),
         ("I will begin on Wednesday", None),
         ("the vendor says next week at the earliest", None),
@@ -77,6 +86,31 @@ MONDAY = date(2026, 3, 2)
 )
 def test_resolves_phrases_against_the_message_date(phrase: str, expected: date | None) -> None:
     assert resolve(phrase, MONDAY) == expected
+
+
+SPRINTS = [("heads-up for planning: sprint 8 runs Mar 2-13, sprint 9 is 16 to 27 March", MONDAY)]
+
+
+@pytest.mark.parametrize(
+    ("phrase", "said_before", "expected"),
+    [
+        # A sprint said as a date, once the channel stated the sprints' dates: its last working day.
+        ("can the import be wrapped up by end of sprint?", SPRINTS, date(2026, 3, 13)),
+        ("let's push the badge redesign to next sprint", SPRINTS, date(2026, 3, 27)),
+        ("everything merged at the end of sprint 9", SPRINTS, date(2026, 3, 27)),
+        ("the migration cost us a sprint", SPRINTS, None),
+        ("can the import be wrapped up by end of sprint?", [], None),
+        ("in the next sprint then", [("FYI the next sprint is 16-27 March", MONDAY)], date(2026, 3, 27)),
+        ("by sprint end please", [("sprint 12 ends Friday Mar 13", MONDAY)], date(2026, 3, 13)),
+        ("before sprint 4 closes", [("sprint 4 runs Mar 2 to Mar 15", MONDAY)], date(2026, 3, 13)),
+        # A bare day of the month is the one the channel just named with its month.
+        ("I'll have the badges printed by the 9th", [("the new hires join on 9 April", MONDAY)], date(2026, 4, 9)),
+        ("I'll have the badges printed by the 9th", [], date(2026, 3, 9)),
+        ("the floor plan before he joins on the 6th", [("his first day is Apr 6", MONDAY)], date(2026, 4, 5)),
+    ],
+)
+def test_resolves_phrases_against_what_the_channel_said_before(phrase, said_before, expected) -> None:
+    assert resolve(phrase, MONDAY, known=known(said_before)) == expected
 
 
 def test_only_dates_said_as_deadlines_when_asked_for() -> None:

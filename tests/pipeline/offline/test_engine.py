@@ -926,3 +926,27 @@ def test_a_request_naming_no_one_answered_at_once_by_a_report_is_the_reporters_a
     ):
         [action] = actions_on(window(request, (BEN, report), (CARA, "nice")), "m1")
         assert action.owner_id == BEN.user_id and action.status == "done", (report, action)
+
+
+def test_a_request_to_a_member_by_their_short_name_is_dated_from_their_part() -> None:
+    theo = Member("t5@acme.example", name="Theodora Vance", handle="theo")
+    ctx = dataclasses.replace(CTX, members=(*CTX.members, theo))
+    msgs = [
+        WindowMessage(
+            "m1", ANA.user_id, START, "The open day moves to Saturday the 16th. Theo, can you tell the caterers?", []
+        ),
+        WindowMessage("m2", theo.user_id, START + timedelta(minutes=3), "sure, will do", []),
+    ]
+    [action] = [a for a in extract(msgs, ctx).actions if "m1" in a.source_msg_ids]
+    assert action.owner_id == theo.user_id
+    assert action.deadline is None  # the date is the event's, said before the part asking Theo
+
+
+def test_a_sprint_named_as_a_date_is_its_last_working_day_once_its_dates_were_said() -> None:
+    msgs = window(
+        (CARA, "for planning: sprint 14 runs May 4-15 and sprint 15 is 18 to 29 May"),
+        (ANA, "@ben can you migrate the billing cron jobs by end of sprint?"),
+        (BEN, "yep, will do"),
+    )
+    [action] = actions_on(msgs, "m2")
+    assert action.deadline == date(2026, 5, 15)
