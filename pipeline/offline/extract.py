@@ -93,6 +93,10 @@ class _Window:
     def name(self, user_id: str | None) -> str:
         return restate.first_name(self.ctx.display_name(user_id)) if user_id else "Someone"
 
+    def day(self, i: int) -> date:
+        """The local date of message `i` in the channel's timezone."""
+        return deadlines.local_date(self.msgs[i].ts, self.ctx.timezone)
+
 
 def addressees(msg: WindowMessage, ctx: ChannelContext) -> list[Member]:
     """Members a message speaks to: @mentions in order, else a first name opening a clause."""
@@ -827,7 +831,7 @@ def _signals(w: _Window, taken: set[int]) -> list[ExtractedSignal]:
         if len(core.split()) < 3:
             continue
         # What was said, restated; who said it is the signal's participants, its kind the signal type.
-        summary = restate.fit(restate.sentence(core), [msg.text])[:400]
+        summary = restate.dated(restate.fit(restate.sentence(core), [msg.text]), w.day(i))[:400]
         if summary.count("(") > summary.count(")"):  # the cut fell inside an aside: the signal ends before it
             summary = restate.sentence(summary[: summary.rindex("(")].rstrip(" ,;:"))
             if len(summary.split()) < 3:
@@ -942,7 +946,7 @@ def _continuation(w: _Window, record: _Record, at: int, **fields: Any) -> Extrac
     if not text:
         return None
     return ExtractedAction(
-        description=text[:400],
+        description=restate.dated(text, w.day(record.anchor))[:400],
         owner_id=record.owner.user_id if record.owner else None,
         source_msg_ids=[w.msgs[record.anchor].id, w.msgs[at].id],
         confidence=w.scored.confidence("action", w.scored.p("action_ev", record.anchor)),
@@ -997,6 +1001,7 @@ def extract(
         summary, sources = _decision_text(w, record)
         if not summary:
             continue
+        summary = restate.dated(summary, w.day(record.anchor))
         ids = ([record.proposal] if record.proposal is not None else []) + record.evidence
         if joining:
             ids = [record.anchor, *joining]
@@ -1036,13 +1041,15 @@ def extract(
         description, rests_on = _action_text(w, record)
         if not description:
             continue
+        due = _deadline(w, record)
+        description = restate.dated(description, w.day(record.anchor), due)
         rests_on = _uncarried(w, rests_on, record.anchor, carried)
         msg_ids, tags = _cited(w, rests_on)
         actions.append(
             ExtractedAction(
                 description=description[:400],
                 owner_id=record.owner.user_id if record.owner else None,
-                deadline=_deadline(w, record),
+                deadline=due,
                 source_msg_ids=msg_ids,
                 confidence=w.scored.confidence("action", w.scored.p("action_ev", record.anchor)),
                 status="done" if record.done else "open",

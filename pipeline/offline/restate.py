@@ -12,6 +12,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
+from datetime import date, timedelta
 
 from lemminflect import getAllLemmas, getInflection, getLemma
 
@@ -869,3 +870,39 @@ def _balanced(text: str) -> str:
 
 def _facts(tokens: list[str]) -> int:
     return sum(_is_fact(word) for word in _knowledge(tokens))
+
+
+# Days said relative to the message ("tomorrow", "this morning"): a record is read days or months later, so it
+# says the date instead. A possessive ("tomorrow's standup") is left as it is.
+_RELATIVE_DAY = re.compile(
+    r"\b(?P<prep>(?:by|until|till|from|before|after|since|for|on|to|as of|through)\s+)?"
+    r"(?P<when>today|tonight|tomorrow|tmrw|yesterday|this\s+(?:morning|afternoon|evening))\b(?!'s)",
+    re.IGNORECASE,
+)
+_DAYS_AWAY = {"tomorrow": 1, "tmrw": 1, "yesterday": -1}
+_PART_OF_DAY = {"tonight": "evening", "this morning": "morning", "this afternoon": "afternoon", "this evening": "evening"}
+
+
+def dated(text: str, today: date, due: date | None = None) -> str:
+    """`text` with the days it names relative to `today` (the local date of the message it restates) said as
+    dates: "ship it tomorrow" → "ship it on 15 April", "by tonight" → "by the evening of 14 April". A day that is
+    `due` (an action's deadline, which the record says apart) is left out: "send it today" → "send it"."""
+
+    def replace(m: re.Match[str]) -> str:
+        when = " ".join(m.group("when").casefold().split())
+        day = today + timedelta(days=_DAYS_AWAY.get(when, 0))
+        if day == due and m.start() > 0:
+            return ""
+        said = f"{day.day} {day:%B}"
+        if part := _PART_OF_DAY.get(when):
+            said = f"the {part} of {said}"
+        said = f"{m.group('prep')}{said}" if m.group("prep") else f"on {said}"
+        if _TIME_OF_DAY.match(text, m.end()):
+            said += " at"  # "on 15 April at 6am"
+        return said[0].upper() + said[1:] if m.start() == 0 else said
+
+    out = _RELATIVE_DAY.sub(replace, text)
+    return re.sub(r"\s+(?=[,.;:)])|(?<=\s)\s+", "", out) if due is not None else out
+
+
+_TIME_OF_DAY = re.compile(r"\s+(?:\d{1,2}(?::\d\d)?\s*(?:am|pm)\b|\d{1,2}:\d\d\b|noon\b|midnight\b)", re.IGNORECASE)

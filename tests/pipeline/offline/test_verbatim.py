@@ -80,6 +80,20 @@ def test_a_cut_never_ends_on_one_word_left_after_a_comma() -> None:
     assert not re.search(r", \w+\.$", fit("The rota is settled, two people on the early shift", [said]))
 
 
+def test_days_said_relative_to_the_message_are_stored_as_dates() -> None:
+    from datetime import date
+
+    from pipeline.offline.restate import dated
+
+    monday = date(2026, 9, 14)
+    assert dated("Crane inspection tomorrow 7am.", monday) == "Crane inspection on 15 September at 7am."
+    assert dated("The crane inspection moves to tomorrow.", monday) == "The crane inspection moves to 15 September."
+    assert dated("Bo to file the permit by tonight.", monday) == "Bo to file the permit by the evening of 14 September."
+    assert dated("Yesterday the kiln ran cold.", monday) == "On 13 September the kiln ran cold."
+    assert dated("Raise it at tomorrow's huddle.", monday) == "Raise it at tomorrow's huddle."  # a possessive stays
+    assert dated("No relative day here, 3 pallets on Friday.", monday) == "No relative day here, 3 pallets on Friday."
+
+
 def test_have_as_a_verb_of_its_own_is_never_dropped_as_an_auxiliary() -> None:
     said = "The lab has one spare centrifuge for the whole floor, and the second rotor has gone missing again."
     fitted = fit(said, [said])
