@@ -104,6 +104,10 @@ def channel_status(channel_id: str, user_id: str) -> str:
     )
 
 
+# How catch me up says where an action it lists stands (an action found and finished in the period is news too).
+_ACTION_STATE = {"open": "To do", "stale": "To do", "done": "Done", "cancelled": "Dropped"}
+
+
 def catch_me_up(channel_id: str, user_id: str, command_msg_id: str = "") -> str:
     """Since the asker's last message here before the command `command_msg_id` (or the last 24 hours): new
     decisions and actions, and the latest summary of the period. The command itself has a receipt too; it
@@ -128,7 +132,7 @@ def catch_me_up(channel_id: str, user_id: str, command_msg_id: str = "") -> str:
         params,
     )
     actions = _rows(
-        f"""SELECT a.friendly_id, a.description, a.owner_name FROM actions a WHERE {scope.actions("a")}
+        f"""SELECT a.friendly_id, a.description, a.owner_name, a.status FROM actions a WHERE {scope.actions("a")}
             AND a.created_at > %(since)s ORDER BY a.created_at LIMIT %(n)s""",
         params,
     )
@@ -144,5 +148,8 @@ def catch_me_up(channel_id: str, user_id: str, command_msg_id: str = "") -> str:
     if summary:
         lines.append(summary[0][0])
     lines.extend(f"- Decided, {fid}: {text}" for fid, text in decisions)
-    lines.extend(f"- To do, {fid} ({owner or 'unassigned'}): {text}" for fid, text, owner in actions)
+    lines.extend(
+        f"- {_ACTION_STATE.get(status, 'To do')}, {fid} ({owner or 'unassigned'}): {text}"
+        for fid, text, owner, status in actions
+    )
     return voice("\n".join(lines))

@@ -78,6 +78,18 @@ def test_catch_me_up_starts_at_the_askers_last_message_before_the_command():
     assert older.friendly_id not in reply
 
 
+def test_catch_me_up_says_which_actions_are_done():
+    ch = f.channel()
+    alice, bob = f.user(), f.user()
+    shipped = f.action(ch, "Bob to crate the spare monitors", owner=bob, owner_name="Bob", status="done", days_ago=0.2)
+    waiting = f.action(ch, "Bob to label the crates", owner=bob, owner_name="Bob", days_ago=0.1)
+
+    reply = commands.catch_me_up(ch.channel_id, alice, "cmd")
+
+    assert f"- Done, {shipped.friendly_id} (Bob): Bob to crate the spare monitors" in reply
+    assert f"- To do, {waiting.friendly_id} (Bob): Bob to label the crates" in reply
+
+
 def test_catch_me_up_for_someone_who_never_spoke_covers_the_last_day():
     ch = f.channel()
     recent = f.decision(ch, "Stand-ups move to 9:30", days_ago=0.5)
