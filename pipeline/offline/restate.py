@@ -496,7 +496,7 @@ def _decided(cores: list[str]) -> str:
     a name or an acronym ("…; updates every hour", "…; Mei owns it")."""
     cores = [c for c in cores if c]
     for k in range(1, len(cores)):
-        first = cores[k].split(" ", 1)[0]
+        first = re.sub(r"['\u2019]\w*$", "", cores[k].split(" ", 1)[0])  # "It's" is "It" here
         common = first.casefold() in _STOP or getAllLemmas(first.casefold())
         if first[:1].isupper() and first[1:].islower() and first.isalpha() and common:
             cores[k] = cores[k][0].lower() + cores[k][1:]

@@ -94,6 +94,17 @@ def test_days_said_relative_to_the_message_are_stored_as_dates() -> None:
     assert dated("No relative day here, 3 pallets on Friday.", monday) == "No relative day here, 3 pallets on Friday."
 
 
+def test_a_clause_after_a_semicolon_goes_on_in_lower_case_unless_it_opens_on_a_name() -> None:
+    from pipeline.offline.restate import _decided
+
+    assert _decided(["The pilot stops on Friday", "It's back on once the vendor signs"]) == (
+        "The pilot stops on Friday; it's back on once the vendor signs."
+    )
+    assert _decided(["The pilot stops on Friday", "Mei's team owns the rollback"]) == (
+        "The pilot stops on Friday; Mei's team owns the rollback."
+    )
+
+
 def test_have_as_a_verb_of_its_own_is_never_dropped_as_an_auxiliary() -> None:
     said = "The lab has one spare centrifuge for the whole floor, and the second rotor has gone missing again."
     fitted = fit(said, [said])
