@@ -311,6 +311,16 @@ def test_jeeves_ask_cli_json(billing):
     assert plain.getvalue().strip() == NO_RECORD
 
 
+def test_jeeves_ask_cli_answers_a_read_command_as_the_channel_would(billing):
+    ch, alice, _d1, d2, _a1 = billing
+    out = io.StringIO()
+    call_command("jeeves", "ask", "--channel", ch.channel_id, "--user", alice, "decisions", stdout=out)
+    assert out.getvalue().startswith("The decisions currently in force") and d2.friendly_id in out.getvalue()
+    out = io.StringIO()
+    call_command("jeeves", "ask", "--channel", ch.channel_id, "--user", alice, "catch me up", stdout=out)
+    assert out.getvalue().startswith(("Since ", "I'm afraid nothing of note"))
+
+
 def test_respond_slot_through_a_fake_provider(billing, settings):
     """A model's answer is used when it checks out; a cited id outside the pack, an empty answer or a
     ten-word quote of a record falls back to the offline composer."""
