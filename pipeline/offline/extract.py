@@ -173,9 +173,11 @@ def _decisions(w: _Window) -> list[_Record]:
     """Records open at messages the `decision_anchor` head says state a decision (Tier 1's decision label,
     judged with the reply after the message as well); nearby decision evidence joins the latest: by the learned
     join (`model.Join`) when the engine has one, else when it says the same thing (MiniLM cosine) or is over the
-    decision-evidence head's threshold."""
+    decision-evidence head's threshold. A message stating a decision within `decision_merge_gap` messages of the
+    latest record's last one joins it whatever the join says (`learn.MERGE_GAPS`)."""
     params = w.scored.engine.params
     learned = w.scored.engine.join is not None
+    merge_gap = params.get("decision_merge_gap", 0)
     records: list[_Record] = []
     for i in range(len(w.msgs)):
         last = records[-1] if records else None
@@ -184,6 +186,9 @@ def _decisions(w: _Window) -> list[_Record]:
         if _states_decision(w, i):
             if joins or (near and not learned and w.cosine(i, last.anchor) >= params["join_cosine"]):
                 last.evidence.append(i)  # the same decision said again (an amendment, a confirmation)
+                continue
+            if last is not None and i - last.evidence[-1] <= merge_gap:
+                last.evidence.append(i)  # said at once after it: the same exchange (`learn.MERGE_GAPS`)
                 continue
             content = restate.content_words(w.msgs[i].text)
             if len(content) < 4 and i > 0 and w.msgs[i - 1].author_id != w.msgs[i].author_id:

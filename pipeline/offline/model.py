@@ -61,6 +61,9 @@ DEFAULT_PARAMS = {
     # (scale 0.9); on dev 0.722, 0.704, 0.724 and 0.719: the equal mix is the one that holds on dev.
     "decision_anchor_mix": 0.5,
     "action_anchor_scale": 1.0,
+    # A message stating a decision this many messages or fewer after a decision record's last one joins it
+    # (`extract._decisions`); chosen by `jeeves train` (`learn.MERGE_GAPS`), off for an engine fitted before it.
+    "decision_merge_gap": 0,
     # A record's confidence: its head's probability mapped to the chance that such a record is right,
     # sigmoid(a * logit(p) + b), fitted on train's cross-validated records (identity until fitted).
     "decision_cal_a": 1.0,

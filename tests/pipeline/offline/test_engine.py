@@ -731,6 +731,33 @@ def test_the_learned_join_decides_which_later_messages_belong_to_a_decision() ->
     assert [r.evidence for r in _decisions(w)] == [[0], [2]]
 
 
+def test_a_decision_said_right_after_a_decision_record_joins_it_even_when_the_join_turns_it_away() -> None:
+    """With `decision_merge_gap` 1 a message stating a decision at once after a record's last message joins it (the
+    verdict after a proposal the heads took for a decision); one said two messages later still opens its own."""
+    from pipeline.offline.extract import _decisions, _Window
+
+    def heads(names: tuple[str, ...]) -> model.Heads:
+        return model.Heads(names, np.zeros((len(names), 1)), np.zeros(len(names)), np.full(len(names), 0.5))
+
+    msgs = window(
+        (ANA, "what if the spring newsletter went out every other week rather than weekly?"),
+        (BEN, "every other week then, from the April issue on"),
+        (CARA, "the printer wants the artwork by Friday either way"),
+        (CARA, "separately: visitor badges are handed back at reception from now on"),
+    )
+    p1 = np.zeros((4, len(model.CATEGORIES)))
+    p2 = np.zeros((4, len(model.EXTRACT_HEADS)))
+    p1[:, model.CATEGORIES.index("decision")] = [0.9, 0.9, 0.0, 0.9]
+    p2[:, model.EXTRACT_HEADS.index("decision_anchor")] = [0.9, 0.9, 0.0, 0.9]
+    engine = model.Engine(heads(model.CATEGORIES), heads(model.EXTRACT_HEADS))
+    engine.join = model.Join(np.zeros(len(model.JOIN_FEATURES)), -5.0, 0.5)  # joins nothing
+    w = _Window(msgs=msgs, ctx=CTX, scored=model.Scored(p1, p2, np.eye(4), engine), pending=[True] * 4)
+    engine.params = {**model.DEFAULT_PARAMS, "decision_merge_gap": 0}
+    assert [r.evidence for r in _decisions(w)] == [[0], [1], [3]]
+    engine.params["decision_merge_gap"] = 1
+    assert [r.evidence for r in _decisions(w)] == [[0, 1], [3]]
+
+
 def test_a_task_written_as_its_own_sentence_reads_in_lower_case_after_to() -> None:
     msgs = window((ANA, "@ben Restock the first-aid cabinet on the mezzanine today please"), (BEN, "will do"))
     [action] = actions_on(msgs, "m1")
