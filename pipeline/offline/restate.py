@@ -880,7 +880,12 @@ _RELATIVE_DAY = re.compile(
     re.IGNORECASE,
 )
 _DAYS_AWAY = {"tomorrow": 1, "tmrw": 1, "yesterday": -1}
-_PART_OF_DAY = {"tonight": "evening", "this morning": "morning", "this afternoon": "afternoon", "this evening": "evening"}
+_PART_OF_DAY = {
+    "tonight": "evening",
+    "this morning": "morning",
+    "this afternoon": "afternoon",
+    "this evening": "evening",
+}
 
 
 def dated(text: str, today: date, due: date | None = None) -> str:
