@@ -74,7 +74,7 @@ _PRONOUNS = [
     (r"\bwe'?ve\b", "the team has"),
     (r"\bwe\b", "the team"),
     (r"\bour\b", "the team's"),
-    (r"\bus\b", "the team"),
+    (r"(?-i:\b[uU]s\b)", "the team"),  # not "US", the country ("the US office")
     (r"\blet's\b|^lets\b", "the team will"),  # "it lets us …" is a verb
 ]
 

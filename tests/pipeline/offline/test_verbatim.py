@@ -189,6 +189,12 @@ def test_a_cut_never_ends_on_a_contracted_auxiliary() -> None:
     assert " ".join(trim("the vans arrive at six and we'll".split())) == "the vans arrive at six"
 
 
+def test_us_is_the_team_but_the_country_in_capitals_stays() -> None:
+    assert third_person("only the US depot ships to us on Fridays", "Ana") == (
+        "only the US depot ships to the team on Fridays"
+    )
+
+
 def test_an_emphatic_reflexive_is_not_carried_into_the_third_person() -> None:
     assert task("I'll repaint the meeting room myself, no need for a contractor", "Dana", "Dana").startswith(
         "repaint the meeting room"
