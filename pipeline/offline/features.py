@@ -418,6 +418,23 @@ def last_rows(groups: Sequence[Sequence[Msg]], vectors: Sequence[np.ndarray]) ->
     return _rows(dense, texts, before, None)
 
 
+def column_blocks(with_next: bool) -> dict[str, slice]:
+    """Where each block of a `matrix` row lies: the sentence embeddings, the scalars, the cues, and the hashed
+    n-grams (`words`, `chars`, `edges` of the message; `context`: the neighbours' words, and the next message's
+    edges), in `_dense` and `_rows`' order."""
+    out, start = {}, 0
+    dense = DIM * (3 if with_next else 2)
+    context = 2**CONTEXT_BITS + (2**CONTEXT_BITS + 2**EDGE_BITS if with_next else 0)
+    for name, size in (
+        ("embeddings", dense), ("scalars", len(SCALARS) + with_next * len(NEXT_SCALARS)),
+        ("cues", len(CUES) * (3 if with_next else 2)), ("words", 2**WORD_BITS), ("chars", 2**CHAR_BITS),
+        ("edges", 2**EDGE_BITS), ("context", context),
+    ):  # fmt: skip
+        out[name] = slice(start, start + size)
+        start += size
+    return out
+
+
 def embedding_columns(n_columns: int) -> int:
     """How many of the first columns of a `matrix` row of `n_columns` are sentence embeddings."""
     return DIM * (3 if n_columns == width(True) else 2)

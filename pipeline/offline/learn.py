@@ -8,13 +8,13 @@ Labels come from the gold of `evalsets/train` only:
   that name someone, and `decision_anchor` (Tier 1's decision label, fitted on Tier 2's rows: with the
   message after it).
 Each head is an L2 logistic regression (liblinear, fixed C; `HEAD_C` for some) over `features.matrix`; its
-threshold is the best-F1 threshold of out-of-fold probabilities (5 folds grouped by conversation). The evidence
-join (`model.Join`: does a message close after a decision record belong to it) is a logistic model over pairs of
-a record the fold engine opens and a later message (`join_pairs`), each fold's fitted on the other folds'
-conversations (for the train-CV replays), the committed one on all of train. How far below its threshold an
-anchor may still open a record, and the join's threshold, are chosen by replaying train with the fold engines
-(each conversation scored by the engine that did not see it); those replays are the train-CV figures. Dev is
-replayed once with the final engine and reported, never used to choose.
+threshold is the best-F1 threshold of out-of-fold probabilities (5 folds grouped by conversation: `FOLD_BY` says
+why not by organisation). The evidence join (`model.Join`: does a message close after a decision record belong to
+it) is a logistic model over pairs of a record the fold engine opens and a later message (`join_pairs`), each
+fold's fitted on the other folds' conversations (for the train-CV replays), the committed one on all of train. How
+far below its threshold an anchor may still open a record, and the join's threshold, are chosen by replaying train
+with the fold engines (each conversation scored by the engine that did not see it); those replays are the train-CV
+figures. Dev is replayed once with the final engine and reported, never used to choose.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GroupKFold
+from sklearn.model_selection import GroupKFold, LeaveOneGroupOut
 
 from pipeline.offline import artefacts, features, model, replay
 from pipeline.offline.corpus import Conversation
@@ -57,6 +57,20 @@ EMBEDDING_WEIGHT = {"decision_anchor": 0.3, "decision_ev": 0.5}
 # 8 were two right ones (a follow-up question, then a second decision). Decisions P / R / F1 at gap 0 / 1 / 2:
 # 0.790 / 0.773 / 0.781, 0.822 / 0.765 / 0.793, 0.839 / 0.733 / 0.782. Tried at the chosen scale and join threshold.
 MERGE_GAPS = (0, 1, 2)
+# Other blocks of a head's columns (`features.column_blocks`: words, chars, edges, context, cues, scalars) scaled
+# the same way while fitting; none is. Tried on 6 December under organisation folds (docs/measurements.md): the
+# hashed n-gram blocks of the three decision heads at 0 or 0.5 lowered their out-of-fold F1 (the n-grams carry to
+# an organisation the heads never saw), at 1.5 for Tier 1's decision head raised it (0.668 -> 0.705) and train-CV
+# decisions F1 (0.757 -> 0.770) but lowered dev (0.743 -> 0.732); the cues at 0.5 likewise (dev 0.729).
+BLOCK_WEIGHT: dict[str, dict[str, float]] = {}
+# What the cross-validation folds are grouped by: "conversation" (`FOLDS` folds) or "organisation" (one fold per
+# organisation of train: train has four, ten conversations each, and dev's organisations are none of them).
+# Conversation folds let a fold see the held-out conversation's organisation (its domain words); organisation
+# folds do not, so they were tried as the closer copy of unseen chat (6 December, docs/measurements.md): their
+# train-CV decisions F1 is 0.757 against 0.781 (actions 0.855 against 0.839), but what they choose (thresholds,
+# join 0.1) lowered dev decisions F1 0.743 -> 0.726, and no setting they preferred held on dev. With four folds
+# of 490 rows the thresholds are chosen on noisier out-of-fold probabilities; conversation folds stay.
+FOLD_BY = "conversation"
 SCALES = (0.8, 1.0, 1.25)  # anchor thresholds scaled by these (decisions and actions are chosen apart)
 logger = logging.getLogger(__name__)
 
@@ -109,26 +123,34 @@ def _fit(x, y: np.ndarray, seed: int, c: float = C) -> tuple[np.ndarray, float]:
     return clf.coef_[0].astype(np.float32), float(clf.intercept_[0])
 
 
+def block_weights(head: str) -> dict[str, float]:
+    """The scale of each block of `head`'s columns while fitting (`EMBEDDING_WEIGHT`, `BLOCK_WEIGHT`)."""
+    return {"embeddings": EMBEDDING_WEIGHT.get(head, 1.0), **BLOCK_WEIGHT.get(head, {})}
+
+
 def _fit_heads(
     x,
     y: np.ndarray,
     rows: list[np.ndarray],
     seed: int,
-    embedding_weights: Sequence[float] | None = None,
+    weights: Sequence[dict[str, float]] | None = None,
     cs: Sequence[float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One head per column of `y`, each fitted on its own rows. `embedding_weights[k]`: head k's sentence
-    embedding columns are scaled by it while fitting (stronger regularisation of them than of the rest), and
-    its weights on them by the same factor after, so that the head reads unscaled rows. `cs[k]`: head k's C."""
+    """One head per column of `y`, each fitted on its own rows. `weights[k]`: the blocks of head k's columns
+    (`features.column_blocks`) scaled by these factors while fitting (a stronger regularisation of them than of
+    the rest; 0 leaves a block out), and its weights on them by the same factors after, so that the head reads
+    unscaled rows. `cs[k]`: head k's C."""
+    blocks = features.column_blocks(x.shape[1] == features.width(True))
     fitted = []
     for k, r in enumerate(rows):
-        scale = 1.0 if embedding_weights is None else embedding_weights[k]
+        scales = {} if weights is None else {b: f for b, f in weights[k].items() if f != 1.0}
         c = C if cs is None else cs[k]
-        if scale == 1.0:
+        if not scales:
             fitted.append(_fit(x[r], y[r, k], seed, c))
             continue
         columns = np.ones(x.shape[1], dtype=np.float32)
-        columns[: features.embedding_columns(x.shape[1])] = scale
+        for block, factor in scales.items():
+            columns[blocks[block]] = factor
         w, b = _fit(x[r] @ sparse.diags(columns), y[r, k], seed, c)
         fitted.append((w * columns, b))
     return np.vstack([w for w, _ in fitted]), np.array([b for _, b in fitted])
@@ -157,6 +179,17 @@ class Data:
         self.y2 = np.vstack([p[1] for p in parts])
         self.owner_rows = np.concatenate([p[2] for p in parts])
         self.groups = np.concatenate([np.full(b - a, k) for k, (a, b) in enumerate(spans)])
+        orgs = sorted({c.ctx.organisation_id for c in convs})
+        self.orgs = np.concatenate(
+            [np.full(b - a, orgs.index(c.ctx.organisation_id)) for c, (a, b) in zip(convs, spans, strict=True)]
+        )
+
+    def folds(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The cross-validation folds (fit rows, test rows), grouped as `FOLD_BY` says."""
+        n = self.y1.shape[0]
+        if FOLD_BY == "organisation":
+            return list(LeaveOneGroupOut().split(np.zeros(n), groups=self.orgs))
+        return list(GroupKFold(n_splits=FOLDS).split(np.zeros(n), groups=self.groups))
 
     def rows(self, subset: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
         r1 = [subset] * len(model.CATEGORIES)
@@ -168,10 +201,13 @@ def fit_engine(
     data: Data, subset: np.ndarray, seed: int, thresholds1: np.ndarray, thresholds2: np.ndarray, params: dict
 ) -> model.Engine:
     r1, r2 = data.rows(subset)
-    w1, b1 = _fit_heads(data.x1, data.y1, r1, seed)
+    w1, b1 = _fit_heads(
+        data.x1, data.y1, r1, seed,
+        [block_weights(h) for h in model.CATEGORIES], [HEAD_C.get(h, C) for h in model.CATEGORIES],
+    )  # fmt: skip
     w2, b2 = _fit_heads(
         data.x2, data.y2, r2, seed,
-        [EMBEDDING_WEIGHT.get(h, 1.0) for h in model.EXTRACT_HEADS], [HEAD_C.get(h, C) for h in model.EXTRACT_HEADS],
+        [block_weights(h) for h in model.EXTRACT_HEADS], [HEAD_C.get(h, C) for h in model.EXTRACT_HEADS],
     )  # fmt: skip
     return model.Engine(
         model.Heads(model.CATEGORIES, w1, b1, thresholds1.copy()),
@@ -181,11 +217,10 @@ def fit_engine(
 
 
 def fold_engines(data: Data, seed: int):
-    """The engines of the 5 folds (grouped by conversation), each fitted without its test rows, and the
+    """The engines of the folds (`Data.folds`), each fitted without its test rows, and the
     thresholds chosen on their out-of-fold probabilities. Returns (folds, t1, t2, thresholds1,
     thresholds2), folds being [(engine, test_rows)] with the thresholds not yet set on the engines."""
-    n = data.y1.shape[0]
-    folds = list(GroupKFold(n_splits=FOLDS).split(np.zeros(n), groups=data.groups))
+    folds = data.folds()
     # Out-of-fold probabilities → one threshold per head.
     oof1 = np.zeros_like(data.y1)
     oof2 = np.zeros_like(data.y2)
@@ -253,11 +288,10 @@ def fit_join(pairs: list[tuple[np.ndarray, np.ndarray]], seed: int, threshold: f
     return model.Join(clf.coef_[0].astype(np.float64), float(clf.intercept_[0]), threshold)
 
 
-def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict[str, Any]:
-    from pipeline.offline import training
-
-    data = Data(train)
-    everything = np.arange(data.y1.shape[0])
+def cross_validate(train: list[Conversation], data: Data, seed: int) -> dict[str, Any]:
+    """The heads' thresholds (out-of-fold) and the record builder's parameters (replaying train with the fold
+    engines), chosen on `data` (of `train`) with the folds `FOLD_BY` says; the fold engines' replay of train
+    with them (`runs`, `train_cv`)."""
     fold_heads, t1, t2, thresholds1, thresholds2 = fold_engines(data, seed)
     # The record builder's parameters: replay train with the fold engines, keep the best.
     by_conv = {}
@@ -312,9 +346,22 @@ def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict
         engine.params = params
         engine.join.threshold = join_threshold
     cv_runs = [replay.run(conv, by_conv[k]) for k, conv in enumerate(train)]
-    train_cv = replay.score(cv_runs)
+    return {
+        "t1": t1, "t2": t2, "thresholds1": thresholds1, "thresholds2": thresholds2, "params": params,
+        "pairs": pairs, "join_threshold": join_threshold, "runs": cv_runs, "train_cv": replay.score(cv_runs),
+    }  # fmt: skip
+
+
+def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict[str, Any]:
+    from pipeline.offline import training
+
+    data = Data(train)
+    everything = np.arange(data.y1.shape[0])
+    cv = cross_validate(train, data, seed)
+    t1, t2, thresholds1, thresholds2 = cv["t1"], cv["t2"], cv["thresholds1"], cv["thresholds2"]
+    params, pairs, join_threshold, train_cv = cv["params"], cv["pairs"], cv["join_threshold"], cv["train_cv"]
     # Confidence: the fold engines' records, right or not, map their head's probability to a chance.
-    params = {**params, **calibration(cv_runs, seed)}
+    params = {**params, **calibration(cv["runs"], seed)}
     final = fit_engine(data, everything, seed, thresholds1, thresholds2, params)
     final.join = fit_join(list(pairs.values()), seed, join_threshold)
     dev_runs = [replay.run(conv, final) for conv in dev]
