@@ -323,6 +323,7 @@ _FRAMING_WORDS = frozenset(
     okay right fine yes alright""".split()
 )
 # A question the team said yes to is what they decided: "shall I book the hall?" → "Ana will book the hall".
+_ASKED_BE = re.compile(r"^(?i:are|is)\s+(the team|[A-Z][\w'-]*)\s+(?=\w)")
 _ASKED = re.compile(r"^(?i:shall|should|can|could)\s+(the team|[A-Z][\w'-]*)\s+(?=\w)")
 _DANGLING = {
     "a", "an", "the", "and", "or", "but", "to", "of", "for", "with", "on", "in", "at", "by", "from", "as", "that",
@@ -508,6 +509,8 @@ def as_decided(clause: str) -> str:
     the hall" → "Ana will book the hall", "can the team move it" → "the team will move it"."""
     if asked := _ASKED.match(clause):
         return f"{asked.group(1)} will {clause[asked.end() :]}"
+    if asked := _ASKED_BE.match(clause):  # "are the team still on for Friday" → "the team is still on for Friday"
+        return f"{asked.group(1)} is {clause[asked.end() :]}"
     return clause
 
 

@@ -557,6 +557,9 @@ def test_a_parenthesis_inside_a_sentence_is_left_out_and_the_sentence_goes_on() 
 def test_a_question_the_team_said_yes_to_is_stored_as_what_was_decided() -> None:
     from pipeline.offline.restate import as_decided, normal_form
 
+    assert as_decided(normal_form("are we still on for the stocktake on Sunday?", "Cara")) == (
+        "the team is still on for the stocktake on Sunday"
+    )
     assert as_decided(normal_form("shall I order the new badges for the visitors?", "Cara")) == (
         "Cara will order the new badges for the visitors"
     )
