@@ -814,8 +814,8 @@ def _clause_end(kept: list[str], rest: list[str]) -> list[str]:
     if not rest or ends_clause(len(kept)):
         return kept
     if len(kept) > 3 and kept[-2].endswith(",") and not (kept[-1][:1].isupper() and kept[-2][:1].isupper()):
-        # One word left after a comma is the head of a phrase the cut took away ("…, results" of "results by
-        # Thursday"): the record ends at the comma. (Not in a list of names, where each word is an item.)
+        # One word left after a comma is the head of a phrase the cut took away ("…, paperwork" of "paperwork by
+        # Monday"): the record ends at the comma. (Not in a list of names, where each word is an item.)
         return trim(kept[:-1])
     least = max(3, math.ceil(len(kept) * _CLAUSE_KEPT))
     for i in range(len(kept) - 1, least - 1, -1):
