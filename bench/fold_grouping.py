@@ -1,7 +1,7 @@
 """The offline engine's train cross-validation with folds grouped by conversation or by organisation.
 
     .venv/bin/python bench/fold_grouping.py [--by conversation organisation] [--heads decision decision_ev]
-        [--block decision:words=1.5 ...] [--c decision_ev=30 ...] [--emb decision=0.5 ...] [--replay]
+        [--block decision:words=1.5 ...] [--c decision_ev=30 ...] [--emb decision=0.5 ...] [--replay] [--quick]
 
 Each head's out-of-fold F1 at its best threshold (`learn._best_threshold`; owner accuracy for `owner_is_author`),
 fitted as `jeeves train` fits it, with `learn.BLOCK_WEIGHT` / `HEAD_C` / `EMBEDDING_WEIGHT` overridden as given
@@ -57,6 +57,9 @@ def main() -> None:
     parser.add_argument("--c", nargs="*", default=[], help="HEAD=C")
     parser.add_argument("--emb", nargs="*", default=[], help="HEAD=WEIGHT")
     parser.add_argument("--replay", action="store_true")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run (CI): two conversations of each organisation, one head"
+    )
     args = parser.parse_args()
     for item in args.block:
         head, rest = item.split(":", 1)
@@ -65,6 +68,12 @@ def main() -> None:
     learn.HEAD_C.update({h: float(v) for h, v in (i.split("=") for i in args.c)})
     learn.EMBEDDING_WEIGHT.update({h: float(v) for h, v in (i.split("=") for i in args.emb)})
     train = corpus.load_dir(corpus.TRAIN)
+    if args.quick:
+        per_org: dict[str, list] = {}
+        for conv in train:
+            per_org.setdefault(conv.ctx.organisation_id, []).append(conv)
+        train = [conv for convs in per_org.values() for conv in convs[:2]]
+        args.heads, args.replay = ["decision"], False
     data = learn.Data(train)
     for by in args.by:
         learn.FOLD_BY = by
