@@ -79,9 +79,7 @@ class _Window:
         """What the window's messages before message `i` said that its date phrases may refer to (sprints'
         dates, dates named with their month: `deadlines.known`)."""
         if i not in self._known:
-            self._known[i] = deadlines.known(
-                (m.text, deadlines.local_date(m.ts, self.ctx.timezone)) for m in self.msgs[:i]
-            )
+            self._known[i] = deadlines.known((m.text, self.day(k)) for k, m in enumerate(self.msgs[:i]))
         return self._known[i]
 
     def words(self, i: int) -> int:
@@ -417,7 +415,7 @@ def _takes_on(w: _Window, record: _Record, i: int) -> bool:
         return True
     # a date said as a deadline ("wednesday at the latest"), or any in a short reply ("mon 13, early"); a longer
     # answer's date in passing is what was done ("booked for the 12th and the 26th, ref …")
-    today = deadlines.local_date(w.msgs[i].ts, w.ctx.timezone)
+    today = w.day(i)
     marked_only = w.words(i) > w.scored.engine.params["ack_words"]
     return deadlines.resolve(w.msgs[i].text, today, marked_only=marked_only, known=w.known(i)) is not None
 
@@ -492,7 +490,7 @@ def _moves_date(w: _Window, record: _Record, j: int) -> bool:
     nearest = max(parts, key=lambda part: len(task & set(restate.content_words(part))))
     if not task & set(restate.content_words(nearest)):
         nearest = msg.text
-    today = deadlines.local_date(msg.ts, w.ctx.timezone)
+    today = w.day(j)
     if _reports_done(nearest) or deadlines.moved_to(msg.text, today, w.known(j)) is None:
         return False
     near = w.cosine(j, record.anchor)
@@ -782,7 +780,7 @@ def _dated(w: _Window, record: _Record) -> tuple[date | None, int | None]:
         if record.done_at is not None and i >= record.done_at and i != record.anchor:
             break
         message = w.msgs[i]
-        today, known = deadlines.local_date(message.ts, w.ctx.timezone), w.known(i)
+        today, known = w.day(i), w.known(i)
         moved = False
         if i == record.anchor:
             part, strict = _task_part(w, record)
@@ -825,9 +823,7 @@ def _signals(w: _Window, taken: set[int]) -> list[ExtractedSignal]:
             kind = "blocker"  # even in a record's message: what blocks it is more than the record says
         elif i in taken:
             continue
-        elif w.scored.over("update", i) and (
-            _FIGURE.search(msg.text) or deadlines.resolve(msg.text, deadlines.local_date(msg.ts, w.ctx.timezone))
-        ):
+        elif w.scored.over("update", i) and (_FIGURE.search(msg.text) or deadlines.resolve(msg.text, w.day(i))):
             kind = "update"  # an update stating a figure or a date
         else:
             continue

@@ -12,8 +12,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-# The commands `jeeves ask` answers as the bridge does (by `wire_bridge.commands.Kind` value).
-READS = frozenset({"status", "catch_up", "decisions", "actions", "actions_mine", "my_week", "help"})
+from wire_bridge.commands import Kind
+
+# The commands `jeeves ask` answers as the bridge does.
+READS = frozenset(
+    {Kind.STATUS, Kind.CATCH_UP, Kind.DECISIONS, Kind.ACTIONS, Kind.ACTIONS_MINE, Kind.MY_WEEK, Kind.HELP}
+)
 
 
 class Command(BaseCommand):
@@ -31,7 +35,7 @@ class Command(BaseCommand):
         from wire_bridge import commands, dispatch
 
         command = commands.parse(options["question"])
-        if command.kind.value in READS:
+        if command.kind in READS:
             if options["json"]:
                 raise CommandError("--json is for questions; a command's reply is its text")
             request = dispatch.Request(options["channel"], options["user"], "", command)
