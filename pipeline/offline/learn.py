@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -288,6 +288,23 @@ def fit_join(pairs: list[tuple[np.ndarray, np.ndarray]], seed: int, threshold: f
     return model.Join(clf.coef_[0].astype(np.float64), float(clf.intercept_[0]), threshold)
 
 
+def _set_builder(
+    engines: Iterable[model.Engine], decision_scale: float, action_scale: float, merge_gap: int, join_threshold: float
+) -> dict[str, float]:
+    """The record builder's parameters (its anchor scales and decision merge gap, the rest the defaults) and the
+    join threshold, set on every one of `engines`; returns the parameters."""
+    params = {
+        **model.DEFAULT_PARAMS,
+        "decision_anchor_scale": decision_scale,
+        "action_anchor_scale": action_scale,
+        "decision_merge_gap": merge_gap,
+    }
+    for engine in engines:
+        engine.params = params
+        engine.join.threshold = join_threshold
+    return params
+
+
 def cross_validate(train: list[Conversation], data: Data, seed: int) -> dict[str, Any]:
     """The heads' thresholds (out-of-fold) and the record builder's parameters (replaying train with the fold
     engines), chosen on `data` (of `train`) with the folds `FOLD_BY` says; the fold engines' replay of train
@@ -307,15 +324,7 @@ def cross_validate(train: list[Conversation], data: Data, seed: int) -> dict[str
     # (`actions_exact`): by F1 alone the lower scale won by 0.003 and cost 0.015 of deadline accuracy (more
     # actions matched on a message that is not the request; train-CV, 5 December, docs/measurements.md).
     def replayed(scale: float, join_t: float, merge_gap: int = 0) -> dict[str, Any]:
-        params = {
-            **model.DEFAULT_PARAMS,
-            "decision_anchor_scale": scale,
-            "action_anchor_scale": scale,
-            "decision_merge_gap": merge_gap,
-        }
-        for engine in by_conv.values():
-            engine.params = params
-            engine.join.threshold = join_t
+        _set_builder(by_conv.values(), scale, scale, merge_gap, join_t)
         figures = replay.score([replay.run(conv, by_conv[k], labels=False) for k, conv in enumerate(train)])
         logger.info(
             "scale %s join %s merge %s: D %s A %s exact %s",
@@ -336,15 +345,7 @@ def cross_validate(train: list[Conversation], data: Data, seed: int) -> dict[str
     merged = [(0, next(t[2] for t in tried if t[:2] == (decision_scale, join_threshold)))]
     merged += [(gap, replayed(decision_scale, join_threshold, gap)) for gap in MERGE_GAPS if gap]
     merge_gap = max(merged, key=lambda t: t[1]["decisions"]["f1"])[0]
-    params = {
-        **model.DEFAULT_PARAMS,
-        "decision_anchor_scale": decision_scale,
-        "action_anchor_scale": action_scale,
-        "decision_merge_gap": merge_gap,
-    }
-    for engine in by_conv.values():
-        engine.params = params
-        engine.join.threshold = join_threshold
+    params = _set_builder(by_conv.values(), decision_scale, action_scale, merge_gap, join_threshold)
     cv_runs = [replay.run(conv, by_conv[k]) for k, conv in enumerate(train)]
     return {
         "t1": t1, "t2": t2, "thresholds1": thresholds1, "thresholds2": thresholds2, "params": params,
