@@ -1,4 +1,4 @@
-"""Field types both inbound protocols (sidecar v1, Roman) validate with: what a peer may send at all.
+"""The base model and field types both inbound protocols (sidecar v1, Roman) validate with: what a peer may send.
 
 Poison is refused at the edge with a 400 naming the field, never answered 503 (which a sender retries
 forever): a NUL or another control character in an id or a name (PostgreSQL cannot store NUL), a
@@ -12,7 +12,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -47,3 +47,9 @@ Ident = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(_prin
 Name = Annotated[str, Field(max_length=512), AfterValidator(_printable)]
 MessageTime = Annotated[datetime, AfterValidator(_sane_time)]
 MessageText = Annotated[str, AfterValidator(_without_nul)]
+
+
+class Schema(BaseModel):
+    """A JSON object a peer sends: keys Jeeves does not know are ignored (a peer may add some), and it is frozen."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)

@@ -14,38 +14,34 @@ from typing import Annotated, Literal
 
 from django.conf import settings
 from django.utils import timezone
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from ground import keys
 from ground.redis import get_redis
 from knowledge import channels
 from wire_bridge import auth, events
-from wire_bridge.inbound import Ident, MessageText, Name
+from wire_bridge.inbound import Ident, MessageText, Name, Schema
 
 logger = logging.getLogger(__name__)
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class RomanMention(_Model):
+class RomanMention(Schema):
     userId: Ident
     offset: Annotated[int, Field(ge=0)]
     length: Annotated[int, Field(ge=1)]
 
 
-class RomanText(_Model):
+class RomanText(Schema):
     data: MessageText
     mentions: list[RomanMention] | None = None
 
 
-class RomanPoll(_Model):
+class RomanPoll(Schema):
     id: Ident
     offset: Annotated[int, Field(ge=0, le=1000)]
 
 
-class BotRequest(_Model):
+class BotRequest(Schema):
     type: Literal["conversation.bot_request"]
     botId: Ident
     conversationId: Ident
@@ -56,7 +52,7 @@ class BotRequest(_Model):
     token: Annotated[str, Field(min_length=1, max_length=4096)]
 
 
-class Init(_Model):
+class Init(Schema):
     type: Literal["conversation.init"]
     botId: Ident
     conversationId: Ident
@@ -66,7 +62,7 @@ class Init(_Model):
     token: str | None = None
 
 
-class NewText(_Model):
+class NewText(Schema):
     type: Literal["conversation.new_text"]
     botId: Ident
     userId: Ident
@@ -77,7 +73,7 @@ class NewText(_Model):
     token: str | None = None
 
 
-class UserJoined(_Model):
+class UserJoined(Schema):
     type: Literal["conversation.user_joined"]
     botId: Ident
     userId: Ident
@@ -85,13 +81,13 @@ class UserJoined(_Model):
     token: str | None = None
 
 
-class BotRemoved(_Model):
+class BotRemoved(Schema):
     type: Literal["conversation.bot_removed"]
     botId: Ident
     conversationId: Ident | None = None
 
 
-class PollAction(_Model):
+class PollAction(Schema):
     type: Literal["conversation.poll.action"]
     userId: Ident
     conversationId: Ident

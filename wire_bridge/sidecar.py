@@ -14,10 +14,10 @@ from typing import Annotated, Literal
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, Field, TypeAdapter
 
 from wire_bridge import events
-from wire_bridge.inbound import Ident, MessageText, MessageTime, Name
+from wire_bridge.inbound import Ident, MessageText, MessageTime, Name, Schema
 
 
 def _valid_timezone(value: str | None) -> str | None:
@@ -30,11 +30,7 @@ def _valid_timezone(value: str | None) -> str | None:
     return value
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class QID(_Model):
+class QID(Schema):
     id: Ident
     domain: Ident
 
@@ -42,13 +38,13 @@ class QID(_Model):
         return events.QualifiedId(self.id, self.domain)
 
 
-class MentionIn(_Model):
+class MentionIn(Schema):
     userId: QID
     offset: Annotated[int, Field(ge=0)]
     length: Annotated[int, Field(ge=1)]
 
 
-class MemberIn(_Model):
+class MemberIn(Schema):
     userId: QID
     role: Literal["ADMIN", "MEMBER", "UNKNOWN"] = "MEMBER"
     name: Name | None = None
@@ -58,7 +54,7 @@ class MemberIn(_Model):
         return events.Member(self.userId.to_internal(), self.role, self.name, self.handle)
 
 
-class ConversationIn(_Model):
+class ConversationIn(Schema):
     id: QID
     name: Name | None = None
     teamId: Ident | None = None
@@ -66,7 +62,7 @@ class ConversationIn(_Model):
     type: Annotated[str, Field(max_length=64)] | None = None
 
 
-class _Event(_Model):
+class _Event(Schema):
     eventId: Ident | None = None
 
 
