@@ -351,7 +351,14 @@ def _actions(w: _Window) -> list[_Record]:
         short = w.words(i) <= params["ack_words"]
         # A request to someone else ("@kim please check the cabs") is not its author's note on their own task.
         asks_another = anchor and bool(w.addressees[i]) and not w.scored.over("owner_is_author", i)
-        if mine and not asks_another and (not anchor or short or w.cosine(i, mine[-1].anchor) >= params["join_cosine"]):
+        # A short reply is the owner's word on a task someone gave them ("ok, Friday"); after a task the author
+        # took on themselves, a message the anchor head claims is another task unless it restates the first.
+        acknowledges = short and mine and w.msgs[mine[-1].anchor].author_id != msg.author_id
+        if (
+            mine
+            and not asks_another
+            and (not anchor or acknowledges or w.cosine(i, mine[-1].anchor) >= params["join_cosine"])
+        ):
             target = mine[-1]
             target.evidence.append(i)
             if w.scored.over("update", i) and not _takes_on(w, target, i) and not _moves_date(w, target, i):

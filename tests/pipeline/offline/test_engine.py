@@ -522,6 +522,19 @@ def test_a_request_to_another_member_is_not_the_authors_note_on_their_own_task()
     assert by_owner == {BEN.user_id: ["m1"], ANA.user_id: ["m3", "m4"]}
 
 
+def test_a_second_short_promise_by_the_same_member_is_a_task_of_its_own() -> None:
+    msgs = window(
+        (CARA, "the greenhouse heaters keep tripping the breaker at night"),
+        (BEN, "I'll ask the electrician to look at the breaker panel"),
+        (BEN, "I'll order two new thermostats by Wednesday"),
+        (ANA, "perfect"),
+    )
+    actions = [a for a in extract(msgs, CTX).actions if a.owner_id == BEN.user_id]
+    assert sorted(a.source_msg_ids[0] for a in actions) == ["m2", "m3"], actions
+    dated = {a.source_msg_ids[0]: a.deadline for a in actions}
+    assert dated == {"m2": None, "m3": date(2026, 5, 6)}  # each promise keeps its own date
+
+
 def test_a_label_that_only_frames_a_decision_is_not_stored_but_one_naming_its_subject_is() -> None:
     from pipeline.offline.restate import normal_form
 
