@@ -86,6 +86,27 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
 
 
+def load_fold_engines(cache: Path) -> dict:
+    """conversation id → the fold engine that replays it (the one that did not see it in training), read from the
+    `.npz` that `bench/decision_misses.py --cache` writes. Imports no Django settings."""
+    import numpy as np
+
+    from pipeline.offline import artefacts, model
+
+    saved = np.load(cache, allow_pickle=False)
+    _, meta = artefacts.load(model.NAME)
+    params = {**model.DEFAULT_PARAMS, **meta.get("params", {})}
+    engines = {}
+    for fold in sorted({int(k.split("/")[0][4:]) for k in saved.files if k.startswith("fold")}):
+        arrays = {k.split("/", 1)[1]: saved[k] for k in saved.files if k.startswith(f"fold{fold}/")}
+        engine = model.from_arrays(arrays, params)
+        engine.tier1.weights = arrays["tier1_w"].astype(np.float32)  # saved in float32, not halved
+        engine.tier2.weights = arrays["tier2_w"].astype(np.float32)
+        for conv_id in str(saved[f"convs{fold}"]).split(","):
+            engines[conv_id] = engine
+    return engines
+
+
 def migrate(env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
 

@@ -211,6 +211,7 @@ def main() -> None:
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--load", metavar="FILE", help="report from a dump instead of asking")
     parser.add_argument("--quick", action="store_true", help="a smoke run: the first three conversations")
+    parser.add_argument("--folds", metavar="CACHE", help="train's records from its fold engines (retrieval_qa --folds)")
     args = parser.parse_args()
     if args.load:
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "jeeves.settings")
@@ -224,7 +225,7 @@ def main() -> None:
     path = Path(args.path)
     files = sorted(path.glob("conv-*.json"))[: 3 if args.quick else None]
     convs = {c["id"]: c for c in (json.loads(f.read_text()) for f in files)}
-    with qa.django_for(convs, qa.seed_offline, "jeeves-bench-misses-"):
+    with qa.django_for(convs, qa.fold_seed(args.folds), "jeeves-bench-misses-"):
         questions = [q for conv in convs.values() for q in study(conv)]
         if args.dump:
             Path(args.dump).write_text(json.dumps(questions), encoding="utf-8")

@@ -40,8 +40,9 @@ import django
 
 django.setup()
 
+from bench._common import load_fold_engines  # noqa: E402
 from bench.deadline_misses import _engines  # noqa: E402
-from pipeline.offline import artefacts, corpus, model, replay  # noqa: E402
+from pipeline.offline import corpus, model, replay  # noqa: E402
 
 _extract = importlib.import_module("pipeline.offline.extract")  # the module (the package's `extract` is its function)
 
@@ -52,18 +53,7 @@ SHORT = 8  # a reply of this many words or fewer is short (a terse verdict: "Bot
 def cached_engines(convs: list[corpus.Conversation], folder: Path, cache: Path | None) -> dict[str, model.Engine]:
     """`_engines`, kept in (and read back from) `cache` when one is given."""
     if cache is not None and cache.exists():
-        saved = np.load(cache, allow_pickle=False)
-        _, meta = artefacts.load(model.NAME)
-        params = {**model.DEFAULT_PARAMS, **meta.get("params", {})}
-        engines = {}
-        for fold in sorted({int(k.split("/")[0][4:]) for k in saved.files if k.startswith("fold")}):
-            arrays = {k.split("/", 1)[1]: saved[k] for k in saved.files if k.startswith(f"fold{fold}/")}
-            engine = model.from_arrays(arrays, params)
-            engine.tier1.weights = arrays["tier1_w"].astype(np.float32)  # saved in float32, not halved
-            engine.tier2.weights = arrays["tier2_w"].astype(np.float32)
-            for conv_id in str(saved[f"convs{fold}"]).split(","):
-                engines[conv_id] = engine
-        return engines
+        return load_fold_engines(cache)
     engines = _engines(convs, folder)
     if cache is not None:
         out: dict[str, np.ndarray] = {}

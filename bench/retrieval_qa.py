@@ -5,6 +5,7 @@
     python bench/retrieval_qa.py [PATH]          # the configured database, after `jeeves replay PATH`
     python bench/retrieval_qa.py --quick         # a smoke run (CI): --gold over the first three conversations
     python bench/retrieval_qa.py --offline evalsets/train --fit  # fit the relevance model (retrieval.learn)
+    python bench/retrieval_qa.py --offline evalsets/train --folds CACHE  # train, records from its fold engines
 
 PATH defaults to evalsets/dev. With --gold the gold decisions, actions, entities and
 relationships (synthesised restatements, source_ref = the gold evidence ids) are written into a
@@ -192,8 +193,9 @@ def seed_gold(conv: dict, entities: dict) -> None:
         )  # fmt: skip
 
 
-def seed_offline(conv: dict, entities: dict) -> None:
-    """Seed what the offline engine finds in `conv` (the pipeline simulated by pipeline.offline.replay)."""
+def seed_offline(conv: dict, entities: dict, engines: dict | None = None) -> None:
+    """Seed what the offline engine finds in `conv` (the pipeline simulated by pipeline.offline.replay): the
+    committed engine's, or with `engines` (conversation id → engine, `fold_seed`) the one given for it."""
     from knowledge.models import (
         Action,
         ConversationSignal,
@@ -207,7 +209,8 @@ def seed_offline(conv: dict, entities: dict) -> None:
     from pipeline.offline import corpus, model, replay
 
     conversation = corpus.from_dict(conv)
-    result = replay.run(conversation, model.load(), labels=False).result
+    engine = (engines or {}).get(conv["id"]) or model.load()
+    result = replay.run(conversation, engine, labels=False).result
     records = {kind: getattr(result, kind) for kind in ("decisions", "actions", "entities", "relationships", "signals")}
     ctx = conversation.ctx
     ch = conv["channel"]
@@ -281,7 +284,19 @@ def seed_offline(conv: dict, entities: dict) -> None:
         )  # fmt: skip
 
 
-def fit(convs: dict, path: Path, dump: str | None) -> None:
+def fold_seed(cache: str | None) -> Callable[[dict, dict], None]:
+    """`seed_offline`, with each train conversation's records from the fold engine that did not see it when `cache`
+    (the `.npz` of `bench/decision_misses.py evalsets/train --cache FILE`) is given: the records unseen chat gets,
+    not the committed engine's, which saw train's conversations in training."""
+    if not cache:
+        return seed_offline
+    from _common import load_fold_engines
+
+    engines = load_fold_engines(Path(cache))
+    return lambda conv, entities: seed_offline(conv, entities, engines)
+
+
+def fit(convs: dict, path: Path, dump: str | None, folds: str | None = None) -> None:
     """Fit the relevance model on PATH's questions (train) and write retrieval/artefacts/relevance.json."""
     import dataclasses
     from datetime import date
@@ -294,7 +309,8 @@ def fit(convs: dict, path: Path, dump: str | None) -> None:
         print(f"wrote {len(questions)} questions' candidates to {dump}")
         return
     scorer, report = learn.fit(questions)
-    about = {"fitted_on": path.name, "date": date.today().isoformat(), "seed": learn.SEED, **report}
+    records = "fold engines" if folds else "committed engine"  # whose records the questions were asked over
+    about = {"fitted_on": path.name, "records": records, "date": date.today().isoformat(), "seed": learn.SEED, **report}
     relevance.ARTEFACT.parent.mkdir(exist_ok=True)
     relevance.ARTEFACT.write_text(json.dumps(scorer.to_json(**about), indent=1) + "\n", encoding="utf-8")
     print(json.dumps(about, indent=1))
@@ -320,6 +336,12 @@ def main() -> None:
         "questions and write retrieval/artefacts/relevance.json (run it on evalsets/train with --offline)",
     )
     parser.add_argument("--dump", metavar="FILE", help="with --fit: write the candidates' features to FILE instead")
+    parser.add_argument(
+        "--folds",
+        metavar="CACHE",
+        help="with --offline on train: seed each conversation's records from its fold engine (the .npz of"
+        " bench/decision_misses.py evalsets/train --cache CACHE), as unseen chat gets them",
+    )
     args = parser.parse_args()
     exit_on_sigterm()
     path = Path(args.path)
@@ -327,12 +349,12 @@ def main() -> None:
     if args.quick:
         files, args.gold = files[:3], args.gold or not args.offline
     convs = {c["id"]: c for c in (json.loads(f.read_text()) for f in files)}
-    seed = seed_offline if args.offline else seed_gold if args.gold else None
+    seed = fold_seed(args.folds) if args.offline else seed_gold if args.gold else None
     with django_for(convs, seed, "jeeves-bench-qa-"):
         from retrieval import evaluation
 
         if args.fit:
-            fit(convs, path, args.dump)
+            fit(convs, path, args.dump, args.folds)
             return
         rows = [row for conv in convs.values() for row in evaluation.score_conversation(conv)]
         probes = evaluation.score_probes(evaluation.load_probes(path, convs), convs)
