@@ -535,6 +535,20 @@ def test_a_second_short_promise_by_the_same_member_is_a_task_of_its_own() -> Non
     assert dated == {"m2": None, "m3": date(2026, 5, 6)}  # each promise keeps its own date
 
 
+def test_a_terse_request_says_what_its_own_message_asked_for_before_an_earlier_message() -> None:
+    msgs = window(
+        (CARA, "the night shift keeps forgetting to log the freezer temperatures on paper"),
+        (
+            ANA,
+            "the old clipboard system is hopeless. we need two wireless freezer sensors for the cold room. @ben could you approve?",
+        ),
+        (BEN, "yes"),
+    )
+    (action,) = actions_on(msgs, "m2")
+    assert action.owner_id == BEN.user_id
+    assert "sensors" in action.description.lower(), action.description
+
+
 def test_a_label_that_only_frames_a_decision_is_not_stored_but_one_naming_its_subject_is() -> None:
     from pipeline.offline.restate import normal_form
 
