@@ -595,29 +595,23 @@ def _says_little(w: _Window, text: str) -> bool:
 
 def _answered(w: _Window, record: _Record, text: str) -> tuple[int, str] | None:
     """What a terse record (`_says_little`) is about: what its own message said before the clause its text restates,
-    nearest first (what asks to be approved: "we need two more licences. @ana can you approve?"), or after it in the
-    same sentence (an aside that says what: "@ana this part is yours — a call with each shop manager"); else the
-    nearest of the `ANSWERED_BACK` messages before it by someone else that says enough (the proposal or request its
-    message agrees to or takes on: "I'll build" after "we could cache the tariff table per region"), of a message
-    the sentence with the most content words; else what its message says in the sentences after."""
+    nearest first (what asks to be approved: "we need two more licences. @ana can you approve?"); else the nearest
+    of the `ANSWERED_BACK` messages before it by someone else that says enough (the proposal or request its message
+    agrees to or takes on: "I'll build" after "we could cache the tariff table per region"), of a message the
+    sentence with the most content words; else what its message says after the clause ("@ana this part is yours —
+    a call with each shop manager")."""
     a = record.anchor
     said = set(restate.content_words(text))
-    pieces = [
-        (k, p)
-        for k, part in enumerate(restate.sentences(w.msgs[a].text))
-        for p in re.split(r"\s[-\u2013\u2014]\s|;", part)
-    ]
-    at = next((n for n, (_, p) in enumerate(pieces) if set(restate.content_words(p)) & said), len(pieces))
-    sentence = pieces[at][0] if at < len(pieces) else -1
-    before_it = [(a, p) for _, p in reversed(pieces[:at])]
-    aside = [(a, p) for k, p in pieces[at + 1 :] if k == sentence]
-    later = [(a, p) for k, p in pieces[at + 1 :] if k != sentence]
+    pieces = [p for part in restate.sentences(w.msgs[a].text) for p in re.split(r"\s[-\u2013\u2014]\s|;", part)]
+    at = next((k for k, p in enumerate(pieces) if set(restate.content_words(p)) & said), 0)
+    before_it = [(a, p) for p in reversed(pieces[:at])]
+    after_it = [(a, p) for p in pieces[at:] if not set(restate.content_words(p)) & said]
     earlier = [
         (i, max(restate.sentences(w.msgs[i].text) or [""], key=lambda p: len(restate.content_words(p))))
         for i in range(a - 1, max(-1, a - 1 - ANSWERED_BACK), -1)
         if w.msgs[i].author_id != w.msgs[a].author_id
     ]
-    return _gist_of(w, before_it + aside + earlier + later)
+    return _gist_of(w, before_it + earlier + after_it)
 
 
 def _action_text(w: _Window, record: _Record) -> tuple[str, list[int]]:

@@ -540,7 +540,8 @@ def test_a_terse_request_says_what_its_own_message_asked_for_before_an_earlier_m
         (CARA, "the night shift keeps forgetting to log the freezer temperatures on paper"),
         (
             ANA,
-            "the old clipboard system is hopeless. we need two wireless freezer sensors for the cold room. @ben could you approve?",
+            "the old clipboard system is hopeless. we need two wireless freezer sensors for the cold room. "
+            "@ben could you approve?",
         ),
         (BEN, "yes"),
     )
