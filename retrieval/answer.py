@@ -99,6 +99,14 @@ _SAYS_WHEN = re.compile(
 )
 
 
+def _ending_with(text: str, ref: str) -> str:
+    """`text` followed by its reference `ref` (" (ACT-0004)"); a text ending on a parenthesis of its own takes the
+    reference inside it ("to approve (two more licences; ACT-0004)"), not as a second one beside it."""
+    if ref and text.endswith(")") and text.count("(") == text.count(")"):
+        return f"{text[:-1]}; {ref.strip()[1:]}"
+    return f"{text}{ref}"
+
+
 class _Speaker:
     """Turns records into sentences for one answer: dates in the channel's timezone, names, ids."""
 
@@ -151,7 +159,7 @@ class _Speaker:
         task = self.task(record)
         ref = self.ref(record)
         if owner and task:
-            core = f"{owner} {'undertook' if done else 'is'} to {task}{ref}"
+            core = f"{owner} {'undertook' if done else 'is'} to {_ending_with(task, ref)}"
         elif owner:
             core = f"{owner} has it in hand{ref}: {_clause(record.text)}"
         else:

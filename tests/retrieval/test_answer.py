@@ -138,6 +138,16 @@ def test_a_done_action_says_when_it_was_done():
     assert "it was done on the 11th of March" in text
 
 
+def test_a_task_glossed_in_parentheses_takes_its_reference_inside_them():
+    glossed = rec(
+        "action", 7, "Nadia to sign off (the archive needs two more shelving units)", status="open",
+        owner_name="Nadia Okafor",
+    )  # fmt: skip
+    text = answer("Who signs off the shelving?", [glossed])
+    assert "to sign off (the archive needs two more shelving units; ACT-0007)" in text, text
+    assert ") (" not in text
+
+
 def test_a_decision_leads_with_what_was_decided_who_and_when():
     text = answer("What did we decide about old invoices?", [KEEP])
     assert text.startswith("Invoices older than seven years are kept in cold storage (DEC-0002, decided on the 3rd")
