@@ -539,6 +539,10 @@ def as_chosen(clause: str) -> str:
     return clause
 
 
+# Function words a label may hold besides `_STOP` ("While we're at it:", "Now that it's in:").
+_FUNCTION_WORDS = frozenset("while now i'm we're it's that's there's we've i've you're".split())
+
+
 def _without_label(text: str) -> str:
     """`text` without a leading label made only of framing words (`_FRAMING_WORDS` and small words, no
     figure), when at least three words follow it."""
@@ -547,7 +551,11 @@ def _without_label(text: str) -> str:
         return text
     label = re.findall(r"[a-z']+", match.group(1).casefold())
     rest = text[match.end() :]
-    framing = label and not re.search(r"\d", match.group(1)) and all(w in _FRAMING_WORDS or w in _STOP for w in label)
+    framing = (
+        label
+        and not re.search(r"\d", match.group(1))
+        and all(w in _FRAMING_WORDS or w in _STOP or w in _FUNCTION_WORDS for w in label)
+    )
     if framing and len(rest.split()) >= 3:
         return clean(rest)
     return text
@@ -574,10 +582,12 @@ def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str
             )
         if match := _REQUEST_LEAD.search(part):
             return _verb_phrase(third_person(_first_clause(part[match.end() :], _TASK_ASIDE), actor, owner))
+        if owner != actor and (wanted := _needed_from(part, owner, alone=not _asks_later(parts[k + 1 :], owner))):
+            return _verb_phrase(f"send {actor} " + third_person(wanted, actor, owner))  # "I need the form from you"
         if k and owner != actor and (told := _told(part, owner)):  # "… Then switch. Ana, cancel the order."
             return _verb_phrase(third_person(_first_clause(told, _TASK_ASIDE), actor, owner))
         if match := _COMMIT_LEAD.search(part):
-            if owner != actor and any(_REQUEST_LEAD.search(p) or _told(p, owner) for p in parts[k + 1 :]):
+            if owner != actor and _asks_later(parts[k + 1 :], owner):
                 continue  # "I can't log in. Leo, can you run it?": what the author says of themself is not Leo's task
             # "I changed the settings last week. I'll add it back": a report in the first person gives way to a
             # promise said after it.
@@ -590,6 +600,24 @@ def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str
     if actor == owner and starts_with_verb(said):  # said after the owner's name: "<owner> to …"
         said = _verb_phrase(normal_form(cleaned, actor, owner, aside=_TASK_ASIDE, run_on=False, named=True))
     return said
+
+
+def _needed_from(part: str, owner: str, *, alone: bool) -> str | None:
+    """What a sentence says its author (or team) needs from the owner ("we'll need the floor plans from you", "I need
+    the signed form from Ana by Friday" → "the floor plans", "the signed form"); when the sentence is the message's
+    only request (`alone`), also without "from" ("I need the signed form for the audit"); else None."""
+    names = "|".join(re.escape(n) for n in {owner, first_name(owner)} if n and n != "Someone")
+    who = rf"(?:you|u{'|' + names if names else ''})"
+    need = r"\b(?:i|we)(?:'ll| will| would| do| still)?\s+(?:need|want)\s+(?!to\b)"
+    match = re.search(rf"{need}(?P<what>.+?)\s+from\s+@?{who}\b", part, re.IGNORECASE)
+    if match is None and alone:
+        match = re.search(rf"{need}(?P<what>.+)", _first_clause(part, _TASK_ASIDE), re.IGNORECASE)
+    return match.group("what").rstrip(" .!,;:") if match and len(match.group("what").split()) <= 8 else None
+
+
+def _asks_later(parts: list[str], owner: str) -> bool:
+    """Does one of `parts` (the sentences after) ask the owner for something in so many words?"""
+    return any(_REQUEST_LEAD.search(p) or _told(p, owner) for p in parts)
 
 
 _UNDER_WAY = re.compile(r"\bi(?:'?m| am)\s+\w+ing\b|\bi\s+(?:can'?t|cannot|won'?t|don'?t|do not|am not)\b", re.I)

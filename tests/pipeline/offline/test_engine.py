@@ -113,6 +113,25 @@ def test_asking_to_have_something_is_a_request_to_send_it() -> None:
     assert action.description.startswith("Ana to send Cara "), action.description
 
 
+def test_needing_something_from_a_member_is_a_request_to_send_it() -> None:
+    msgs = window(
+        (CARA, "the insurer wants proof of the alarm service. I need the engineer's certificate from @ben by Friday"),
+        (BEN, "sure, will dig it out"),
+    )
+    (action,) = actions_on(msgs, "m1")
+    assert action.owner_id == BEN.user_id
+    assert action.description.startswith("Ben to send Cara the engineer's certificate"), action.description
+    # said to them, with no "from": the same request
+    msgs = window((CARA, "@ben I need the engineer's certificate for the insurer by Friday"), (BEN, "sure"))
+    (action,) = actions_on(msgs, "m1")
+    assert action.description.startswith("Ben to send Cara "), action.description
+    assert "certificate" in action.description, action.description
+    # what the author needs, said before a request of its own, is not the task
+    msgs = window((CARA, "I need the alarm figures for the insurer. @ben can you export the panel log?"), (BEN, "sure"))
+    (action,) = actions_on(msgs, "m1")
+    assert "export the panel log" in action.description, action.description
+
+
 def test_a_request_naming_no_one_is_owned_by_the_member_who_takes_it_up() -> None:
     msgs = window(
         (CARA, "the staging certificate runs out on Friday"),
@@ -558,6 +577,7 @@ def test_a_label_that_only_frames_a_decision_is_not_stored_but_one_naming_its_su
         "Make it official: every invoice over 2k gets a purchase order": "every invoice over 2k gets",
         "reversing myself: the contractor keeps her laptop after all": "the contractor keeps her laptop",
         "Plan: we repaint the loading bay before the audit": "the team repaints the loading bay",
+        "while we're at it: the spare van keys live in the red box": "the spare van keys live in the red box",
     }
     for said, kept in framed.items():
         restated = normal_form(said, "Ana")
