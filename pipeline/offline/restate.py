@@ -744,6 +744,7 @@ _COMPRESSIBLE = (
 _MIN_KEPT = 0.5  # compression stops at half the words; past that the tail is cut instead
 
 
+_PRONOUN_SUBJECTS = frozenset("it that this there which who what he she they i".split())
 _NOT_AFTER_AUX = frozenset({"not", "no", "never", "been", "being", "to"})
 _TEAM = frozenset({"team", "team's"})
 
@@ -811,7 +812,13 @@ def _compress(
         while i < len(tokens) and len(tokens) > floor:
             bare = tokens[i].casefold()
             core = bare.rstrip(",;:")
-            if core in droppable and i + 1 < len(tokens) and _droppable_before(core, tokens[i + 1]):
+            subject = tokens[i - 1].casefold() if i else ""
+            if (
+                core in droppable
+                and i + 1 < len(tokens)
+                and _droppable_before(core, tokens[i + 1])
+                and not (core in _BE | _HAVE and subject in _PRONOUN_SUBJECTS)  # "it is" never "it"
+            ):
                 tail = tokens[i][len(core) :]
                 del tokens[i]
                 if tail and i > 0:
@@ -882,7 +889,13 @@ def fit(text: str, sources: Iterable[str], max_share: float = MAX_SHARE) -> str:
         unlabelled = _cut_to_fit(list(rest), fits) if len(rest) >= 3 else []
         if not _facts(label.group(1).split()) and _facts(unlabelled) >= _facts(kept) + 2:
             whole, kept = rest, unlabelled
-    return sentence(_balanced(" ".join(_clause_end(kept, whole[len(kept) :])))) if kept else ""
+    if not kept:
+        return ""
+    ended = _clause_end(kept, whole[len(kept) :])
+    if len(ended) < len(whole) and cut_fault(ended, whole):
+        # The cut broke the clause it ends in: a form that reads as whole instead, if one fits.
+        ended = _readable(whole, ended, fits) or ended
+    return sentence(_balanced(" ".join(ended)))
 
 
 def _balanced(text: str) -> str:
@@ -942,3 +955,212 @@ def dated(text: str, today: date, due: date | None = None) -> str:
 
 
 _TIME_OF_DAY = re.compile(r"\s+(?:\d{1,2}(?::\d\d)?\s*(?:am|pm)\b|\d{1,2}:\d\d\b|noon\b|midnight\b)", re.IGNORECASE)
+
+
+# Closed word classes of English (grammar, not any text's wording) whose words need a word after them: a record
+# that ends on one lost what it was about ("… check with the office on", "… moves to the").
+_NEEDS_OBJECT = frozenset(
+    """with of to for from at by into onto via per than between among amongst during within without toward towards
+    including like against across upon unlike despite regarding concerning""".split()
+)
+_DETERMINERS = frozenset("a an the every another my your our their its whose".split())
+_PLACE = frozenset("about over under after before through until till".split())  # prepositions that are adverbs too
+_CONJUNCTIONS = frozenset("and or nor but if because although unless whereas while whether than".split())
+_AUXILIARIES = frozenset(
+    "is are was were am be been being has have had do does did will would can could shall should may might must".split()
+)
+
+
+def _classes(word: str) -> dict[str, tuple[str, ...]]:
+    return getAllLemmas(word.casefold())
+
+
+def _attributive(word: str) -> bool:
+    """Is `word` an adjective that, at the end, needs its noun ("on new", "the quarterly" is a noun too)?"""
+    classes = _classes(word)
+    return "ADJ" in classes and not {"NOUN", "ADV"} & set(classes) and not _is_fact(word)
+
+
+def ending_fault(tokens: list[str]) -> str:
+    """Why a record that ends on `tokens` reads as broken, by the class of its last word: "preposition",
+    "determiner" (a possessive too), "conjunction", "auxiliary", "adjective" (one after a preposition, a determiner
+    or another adjective: its noun was cut); "" when it ends well."""
+    bare = [t.strip(".,;:!?\"'()").casefold() for t in tokens]
+    bare = [b for b in bare if b]
+    if not bare:
+        return ""
+    last, before = bare[-1], bare[-2] if len(bare) > 1 else ""
+    if last in _NEEDS_OBJECT:
+        return "preposition"
+    if last in _DETERMINERS or re.search(r"\w['\u2019]s$", last):
+        return "determiner"
+    if last in _CONJUNCTIONS:
+        return "conjunction"
+    if last in _AUXILIARIES - _HAVE - {"do", "does", "did"} and not _MONTHS_DAYS.match(tokens[-1].strip(".,;:!?")):
+        return "auxiliary"
+    classes = _classes(last)
+    if (
+        before in _NEEDS_OBJECT | _LINKING | _DETERMINERS | _PLACE
+        and not tokens[-1][:1].isupper()
+        and last.isalpha()
+        and classes
+        and not {"NOUN", "PROPN", "ADV"} & set(classes)
+    ):
+        return "adjective"  # "… for written", "… on new": what they describe was cut
+    if (
+        _attributive(last)
+        and not tokens[-1][:1].isupper()
+        and (
+            before in _NEEDS_OBJECT
+            or before in _DETERMINERS
+            or before in _CONJUNCTIONS
+            or _attributive(before)
+            or before in _LINKING
+        )
+    ):
+        return "adjective"
+    return ""
+
+
+def has_verb(tokens: list[str]) -> bool:
+    """Does `tokens` hold a verb: an auxiliary or a negated one ("can't"), an inflected verb ("moves", "moved"; not
+    an -ing form, which is as often an adjective or a noun, "the failing tests", "sanding waits"), a word that is
+    only a verb ("happen"), a verb after "to" (or a word the dictionary does not know there: "to re-quote"), or a
+    verb's base form opening a clause (an order: "ship it on Friday", "Ana, call")?"""
+    bare = [t.strip(".,;:!?\"'()").casefold() for t in tokens]
+    for k, word in enumerate(bare):
+        if (
+            (word in _AUXILIARIES and word != "may")
+            or word.endswith("n't")
+            or re.match(r"(?:it|that|there|here|what|who|he|she)'s$", word)
+        ):
+            return True
+        if not word.replace("-", "").isalpha() or (k and tokens[k][:1].isupper() and _MONTHS_DAYS.match(word)):
+            continue
+        classes = _classes(word)
+        verbs = classes.get("VERB", ())
+        after_to = k > 0 and bare[k - 1] == "to"
+        opens = k == 0 or tokens[k - 1].endswith((",", ":", ";"))
+        if after_to and (verbs or not classes):
+            return True
+        if (
+            verbs
+            and not (word not in verbs and word.endswith("ing"))
+            and ((word in verbs and opens) or word not in verbs or not set(classes) - {"VERB", "AUX"})
+        ):
+            return True
+    return False
+
+
+# Words after which a clause of its own begins (besides a comma, a colon, a semicolon or a dash).
+_CLAUSE_JOINS = frozenset("and or but so if until unless when while because provided whereas once".split())
+_BREAK = re.compile(r"[,;:.!?)\u2013\u2014]$")
+_FIGURE = re.compile(r"^[~+\-$\u00a3\u20ac]*\d[\d.,:/%\-\u2013]*[kmb]?$")
+
+
+def _clause_start(tokens: list[str]) -> int:
+    """Where the last clause of `tokens` begins: after the last separator or before the last joining word."""
+    for k in range(len(tokens) - 1, 0, -1):
+        if _BREAK.search(tokens[k - 1]) or tokens[k].casefold() in _CLAUSE_JOINS:
+            return k
+    return 0
+
+
+def cut_fault(kept: list[str], whole: list[str]) -> str:
+    """Why `kept`, what a cut left of the record `whole` (a head of it, its last word's separator trimmed), reads
+    as broken: it ends on a word that needs a word after it (`ending_fault`), a figure was parted from its unit or
+    its noun ("19-21" of "19-21 May", "sprint" of "sprint 32"), or the clause it ends in lost its verb ("… and both
+    scenarios" of "… and both scenarios pass"); "" when it reads as whole."""
+    if fault := ending_fault(kept):
+        return fault
+    rest = whole[len(kept) :]
+    if not rest or not kept or _BREAK.search(whole[len(kept) - 1]):
+        return ""
+    last, following = kept[-1].casefold(), rest[0].casefold().strip("\"'(")
+    unit = (
+        following.isalpha() and (rest[0][:1].islower() or _MONTHS_DAYS.match(following)) and following not in _DANGLING
+    )
+    if (_FIGURE.match(last) and unit) or (set(_classes(last)) == {"NOUN"} and following[:1].isdigit()):
+        return "figure"
+    start = _clause_start(kept)
+    clause = kept[start:]
+    end = next((k + 1 for k, token in enumerate(rest) if _BREAK.search(token)), len(rest))
+    said = [*whole[start : len(kept)], *rest[:end]]
+    said = said[: next((k for k, t in enumerate(said) if k and t.casefold() in _CLAUSE_JOINS), len(said))]
+    if not has_verb(clause) and has_verb(said):
+        return "no verb"
+    return ""
+
+
+# Words that say which or whether, never dropped as low-information ones.
+_SCOPE = frozenset("not never no none nothing nobody neither nor only instead either all any".split())
+
+
+def _low_information(tokens: list[str]) -> list[int]:
+    """The positions of the words a record can give up before a cut takes its verb phrase: an adverb, an
+    adjective before a noun, a noun said a second time (not a figure's unit); never a figure,
+    a name, the first word, a word carrying a separator, a small word or one that says which or whether
+    (`_SCOPE`)."""
+    out, seen = [], set()
+    for k, token in enumerate(tokens):
+        bare = token.casefold()
+        if k == 0 or not bare.isalpha() or token[:1].isupper() or bare in _SCOPE | _STOP | _DANGLING | _NEEDS_OBJECT:
+            seen.add(bare)
+            continue
+        classes = set(_classes(bare))
+        following = tokens[k + 1].casefold().strip(".,;:") if k + 1 < len(tokens) else ""
+        before_noun = "NOUN" in _classes(following) or following[:1].isdigit()
+        if (
+            classes == {"ADV"}
+            or (classes and classes <= {"ADJ", "ADV"} and before_noun)
+            or (bare in seen and len(bare) > 3 and classes == {"NOUN"} and not _is_fact(tokens[k - 1]))
+        ):
+            out.append(k)
+        seen.add(bare)
+    return out
+
+
+def _lead_dropped(tokens: list[str]) -> list[str]:
+    """`tokens` without a lead before its first comma or colon (within six words) that holds no verb, figure, date or
+    name, when what follows has one: "Alpha only, …" or "Status:" before the clause that says what happens."""
+    for k, token in enumerate(tokens[:6]):
+        if token.endswith((",", ":")):
+            lead, rest = tokens[: k + 1], tokens[k + 1 :]
+            if not has_verb(lead) and not _knowledge(lead) and len(rest) >= 3 and has_verb(rest):
+                return rest
+            return []
+    return []
+
+
+def _readable(whole: list[str], kept: list[str], fits: Callable[[list[str]], bool]) -> list[str]:
+    """Of the forms of `whole` that fit, the one that reads as whole (`_cut_fault`) and keeps most: its figures and
+    names, then its words; [] when none does. The forms: `whole` without its low-information words
+    (`_low_information`) or without a lead that holds no verb (`_lead_dropped`), cut to fit; else `kept`, the
+    cut's head, backed off to a shorter head that reads as whole (a shorter complete clause, not a broken one)."""
+
+    def cut(tokens: list[str]) -> list[str]:
+        head = _cut_to_fit(list(tokens), fits)
+        head = _clause_end(head, tokens[len(head) :]) if head else []
+        return head if head and not cut_fault(head, tokens) else []
+
+    forms = []
+    for start in (whole, _lead_dropped(whole)):
+        if not start:
+            continue
+        forms.append(cut(start))
+        shorter = list(start)
+        for k in reversed(_low_information(start)):
+            del shorter[k]
+            if fits(shorter) and not ending_fault(shorter):
+                forms.append(shorter)
+                break
+            forms.append(cut(shorter))
+    for n in range(len(kept) - 1, 2, -1):
+        head = trim(whole[:n])
+        if len(head) >= 3 and fits(head) and not cut_fault(head, whole):
+            forms.append(head)
+            break
+    forms = [f for f in forms if len(f) >= 3]
+    return max(
+        forms, key=lambda f: (_facts(f), len(_knowledge(f)), len(content_words(" ".join(f))), len(f)), default=[]
+    )

@@ -11,8 +11,10 @@ from pipeline.offline.restate import (
     MAX_SHARE,
     base_form,
     clean,
+    ending_fault,
     fit,
     guard,
+    has_verb,
     kept_share,
     negated,
     normal_form,
@@ -447,3 +449,42 @@ def test_a_decision_framed_as_what_we_will_do_says_the_team_will() -> None:
     assert decision(said, "Dana", [said]).startswith("The team will trial")
     said = "ok let's not reorder the badges until the new supplier signs"
     assert decision(said, "Dana", [said]).startswith("The team will not reorder")
+
+
+def test_the_word_classes_a_record_must_not_end_on() -> None:
+    assert ending_fault("Bruno to ask the porter about the".split()) == "determiner"
+    assert ending_fault("Bruno to sort the crates with".split()) == "preposition"
+    assert ending_fault("the porter will".split()) == "auxiliary"
+    assert ending_fault("Bruno to check with the porter on wooden".split()) == "adjective"
+    assert ending_fault("the porter is ready".split()) == ""  # an adjective said of its subject ends well
+    assert ending_fault("Bruno to call the porter".split()) == ""
+    assert has_verb("the porter can't lift it".split()) and has_verb("Bruno to re-stack".split())
+    assert not has_verb("sanding plus varnishing".split())  # an -ing word naming a task is no verb
+
+
+def test_a_cut_that_would_leave_a_clause_without_its_verb_keeps_one_that_has_it() -> None:
+    said = "Glazing only, sanding plus varnishing plus repainting can wait until spring."
+    fitted = fit(said, [said])
+    assert kept_share(fitted, said) <= MAX_SHARE
+    assert "can wait" in fitted, fitted  # not "Glazing only, sanding plus varnishing plus repainting."
+
+
+def test_a_cut_does_not_end_on_an_adjective_whose_noun_it_took() -> None:
+    said = "Priya to ask caretaker about wooden bike shed keys."
+    fitted = fit(said, [said])
+    assert kept_share(fitted, said) <= MAX_SHARE
+    assert fitted.startswith("Priya to ask caretaker") and not fitted.endswith("wooden."), fitted
+
+
+def test_a_cut_does_not_part_a_figure_from_its_month() -> None:
+    said = "Pottery stalls run 3-5 June and 9-11 June with setup by Wendy."
+    fitted = fit(said, [said])
+    assert kept_share(fitted, said) <= MAX_SHARE
+    assert fitted == "Pottery stalls run 3-5 June.", fitted  # not "… and 9-11." once the month was cut
+
+
+def test_compression_keeps_the_verb_after_a_pronoun() -> None:
+    said = "Thirty crates it is for the spring fair; spare boxes are supposed to arrive later."
+    fitted = fit(said, [said])
+    assert kept_share(fitted, said) <= MAX_SHARE
+    assert "crates it is for" in fitted, fitted  # not "Thirty crates it for …"
