@@ -195,6 +195,7 @@ def _check_one(decision: Decision) -> list[DecisionConflict]:
         texts,
         [decision.decided_at, *(c.decided_at for c, _ in found)],
         embed.vectors(texts, records=True) if local else None,
+        by=[decision.decided_by, *(c.decided_by for c, _ in found)],
     )
     offline_judgements = offline.judge(sides[0], sides[1:], messages)
     prompt = prompts.load("contradiction")

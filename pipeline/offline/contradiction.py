@@ -13,6 +13,11 @@ is numpy over the committed artefact. Features, none of them a phrase of the eva
 - time apart;
 - whether the later decision's messages say it replaces something (general cues such as
   "instead", "scrap that", "changing the plan"): the team said so.
+
+Which earlier decision a new one replaces, applied unasked, is the link head's (the end of this module): a
+logistic scorer over those features and what the later decision's messages add, fitted on the engine's own
+records of train (each conversation replayed by the fold engine that did not see it) and on the gold
+decisions as records, its threshold by grouped cross-validation on train.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -80,6 +85,7 @@ class Side:
     text: str
     when: datetime
     vector: np.ndarray
+    by: frozenset[str] = frozenset()  # who decided it
 
 
 @dataclass(frozen=True)
@@ -218,16 +224,20 @@ def model() -> Model:
 
 
 def sides(
-    texts: Sequence[str], whens: Sequence[datetime], vectors: Sequence[Sequence[float]] | None = None
+    texts: Sequence[str],
+    whens: Sequence[datetime],
+    vectors: Sequence[Sequence[float]] | None = None,
+    by: Sequence[Sequence[str]] | None = None,
 ) -> list[Side]:
     """The decisions to judge: their texts, times and bundled MiniLM vectors (`vectors` when the caller has them,
-    in that space; else embedded here)."""
+    in that space; else embedded here), and who decided each (`by`)."""
     from pipeline import embedder
 
     if vectors is None:
         vectors = embedder.embed_local(list(texts)) if texts else []
     rows = np.asarray(vectors, dtype=np.float64) if texts else np.zeros((0, 384))
-    return [Side(t, w, v) for t, w, v in zip(texts, whens, rows, strict=True)]
+    deciders = [frozenset(b or ()) for b in by] if by is not None else [frozenset()] * len(texts)
+    return [Side(t, w, v, by=b) for t, w, v, b in zip(texts, whens, rows, deciders, strict=True)]
 
 
 def judge(newer: Side, candidates: Sequence[Side], newer_messages: Sequence[str]) -> list[Judgement]:
@@ -256,6 +266,36 @@ def judge(newer: Side, candidates: Sequence[Side], newer_messages: Sequence[str]
                 cosine=float(older.vector @ later.vector),
             )
         )
+    return _linked(newer, candidates, newer_messages, out)
+
+
+def _linked(newer: Side, candidates: Sequence[Side], messages: Sequence[str], out: list[Judgement]) -> list[Judgement]:
+    """With a link head in the artefact, it alone says which earlier candidate `newer` replaces unasked: the
+    best-scoring one, when over its threshold and the change was stated (a replacement nobody stated is asked
+    about); every other judgement stands, to be asked about, not applied. Without the later decision's messages
+    at hand (they left the window) nothing is applied unasked."""
+    links = link_model()
+    if links is None:
+        return out
+    out = [replace(j, stated=False) for j in out]
+    earlier = [s for s in candidates if s.when <= newer.when]
+    if not earlier or not messages or not replacement_stated([newer.text, *messages]):
+        return out
+    later = later_of(messages)
+    rows = np.vstack([link_features(s, newer, earlier, later) for s in earlier])
+    p = links.probabilities(rows)
+    best = int(np.argmax(p))
+    if p[best] < links.threshold:
+        return out
+    k = next(i for i, s in enumerate(candidates) if s is earlier[best])
+    older = candidates[k]
+    out[k] = Judgement(
+        verdict="supersedes",
+        score=round(float(p[best]), 4),
+        stated=True,
+        reason=reason(older, newer, "supersedes", replacement_stated([newer.text, *messages])),
+        cosine=float(older.vector @ newer.vector),
+    )
     return out
 
 
@@ -398,6 +438,9 @@ def train(train: Sequence[Any], dev: Sequence[Any], seed: int) -> dict:
     # Recall first: a pair below this similarity is never judged; 95 % of train's conflicting pairs lie above.
     floor = math.floor(float(np.percentile(positives, 5)) * 20) / 20
     heads = _fit(x, labels, c, seed)
+    # The link head: on train's records as fold engines store them (and the gold decisions as records).
+    main = link_pairs(train, fold_records(train, seed), floor)
+    links, link_cv = fit_links(main, link_pairs(train, [gold_records(c) for c in train], floor), seed)
     fitted = Model(
         heads[0].coef_[0], float(heads[0].intercept_[0]), heads[1].coef_[0], float(heads[1].intercept_[0]),
         mean, scale, threshold, apply_threshold, floor,
@@ -408,10 +451,27 @@ def train(train: Sequence[Any], dev: Sequence[Any], seed: int) -> dict:
         "f1": round(f1, 3),
         **figures(fitted, rows[clean], labels[clean], scored=(conflict[clean], replaces[clean])),
     }
+    train_cv["links"] = link_cv
     dev_figures: dict[str, Any] = {}
     if dev:
         dev_rows, dev_labels, _, _ = labelled_pairs(dev)
         dev_figures = figures(fitted, dev_rows, dev_labels)
+        if links is not None:
+            from pipeline.offline import model as engine_model
+
+            engine = engine_model.load()
+            rows, labels, _, keys, with_records = link_pairs(dev, [engine_records(c, engine) for c in dev], floor)
+            p = np.where(stated_rows(rows), links.probabilities(rows), 0.0)
+            linked = best_links(p, keys, links.threshold)
+            dev_figures["links"] = link_figures(linked, labels, with_records)
+    link_arrays = {}
+    if links is not None:
+        link_arrays = {
+            "link_coef": links.coef,
+            "link_intercept": np.array([links.intercept]),
+            "link_mean": links.mean,
+            "link_scale": links.scale,
+        }
     artefacts.save(
         NAME,
         {
@@ -421,6 +481,7 @@ def train(train: Sequence[Any], dev: Sequence[Any], seed: int) -> dict:
             "replace_intercept": np.array([fitted.replace_intercept]),
             "mean": mean,
             "scale": scale,
+            **link_arrays,
         },
         {
             **training.common_meta(train, seed),
@@ -432,9 +493,302 @@ def train(train: Sequence[Any], dev: Sequence[Any], seed: int) -> dict:
             "threshold": threshold,
             "apply_threshold": apply_threshold,
             "candidate_cosine": floor,
+            "link_version": LINK_VERSION,
+            "link_features": list(LINK_FEATURES),
+            "link_threshold": links.threshold if links is not None else None,
             "train_cv": train_cv,
             "dev": dev_figures,
         },
     )
     model.cache_clear()
+    link_model.cache_clear()
     return {"train_cv": train_cv, "dev": dev_figures}
+
+
+# --------------------------------------------------------------------------- the link head
+#
+# Which earlier decision a new one replaces, applied unasked. Fitted on the engine's own records (what the check
+# reads when running: restated texts, not the labelled summaries): each train conversation replayed by the fold
+# engine that did not see it, each record against the earlier records the check would judge it with, labelled from
+# gold `superseded_by` by evidence matching. A record is linked to its best-scoring candidate when that one scores
+# over the threshold and the change was stated (a cue in its text or messages); a replacement nobody stated is
+# asked about.
+
+LINK_VERSION = "links-v1"
+LINK_FEATURES = (
+    *FEATURES,
+    "messages_cosine",
+    "messages_margin",
+    "same_decider",
+    "latest_earlier",
+    "cue_in_messages",
+    "log_hours_apart",
+)
+CANDIDATES = 10  # as pipeline/contradictions.py judges them
+
+
+@dataclass(frozen=True)
+class Later:
+    """The later decision's messages as the check sees them (the window's, while it holds them)."""
+
+    texts: tuple[str, ...] = ()
+    vector: np.ndarray | None = None  # their MiniLM vectors' mean, normalised
+
+
+def later_of(texts: Sequence[str]) -> Later:
+    """`Later` of the messages' texts (embedded here with the bundled MiniLM)."""
+    from pipeline import embedder
+
+    texts = tuple(t for t in texts if t)
+    vector = None
+    if texts:
+        mean = np.asarray(embedder.embed_local(list(texts)), dtype=np.float64).mean(axis=0)
+        vector = mean / (np.linalg.norm(mean) or 1.0)
+    return Later(texts, vector)
+
+
+def link_features(older: Side, newer: Side, earlier: Sequence[Side], later: Later) -> np.ndarray:
+    """`pair_features` and what the later decision's messages add: how near they are to the earlier decision
+    (and by what margin over the other earlier ones), whether they say it replaces something; the same
+    decider; whether the earlier is the latest decision before; hours apart."""
+    base = pair_features(older, newer, earlier, later.texts)
+    others = [s for s in earlier if s is not older]
+    if later.vector is not None:
+        near = float(older.vector @ later.vector)
+        best_other = max((float(s.vector @ later.vector) for s in others), default=0.0)
+    else:
+        near = float(older.vector @ newer.vector)
+        best_other = max((float(s.vector @ newer.vector) for s in others), default=0.0)
+    hours = max(0.0, (newer.when - older.when).total_seconds() / 3600)
+    extra = [
+        near,
+        near - best_other,
+        float(bool(older.by & newer.by)),
+        float(all(s.when <= older.when for s in others)),
+        float(replacement_stated(later.texts)),
+        math.log1p(hours),
+    ]
+    return np.concatenate([base, np.array(extra, dtype=np.float64)])
+
+
+@dataclass(frozen=True)
+class LinkModel:
+    coef: np.ndarray
+    intercept: float
+    mean: np.ndarray
+    scale: np.ndarray
+    threshold: float
+
+    def probabilities(self, rows: np.ndarray) -> np.ndarray:
+        return _sigmoid(((rows - self.mean) / self.scale) @ self.coef + self.intercept)
+
+
+@lru_cache(maxsize=1)
+def link_model() -> LinkModel | None:
+    """The committed link head, or None when the artefact has none (the judge's stated rule then applies)."""
+    arrays, meta = artefacts.load(NAME)
+    if meta.get("link_version") != LINK_VERSION or "link_coef" not in arrays:
+        return None
+    return LinkModel(
+        coef=arrays["link_coef"].astype(np.float64),
+        intercept=float(arrays["link_intercept"][0]),
+        mean=arrays["link_mean"].astype(np.float64),
+        scale=arrays["link_scale"].astype(np.float64),
+        threshold=float(meta["link_threshold"]),
+    )
+
+
+def _record_sides(records: Sequence[dict]) -> list[Side]:
+    return sides([r["text"] for r in records], [r["when"] for r in records], by=[r.get("by", ()) for r in records])
+
+
+def record_pairs(
+    conv: Any, records: Sequence[dict], floor: float
+) -> tuple[list[np.ndarray], list[int], list[tuple[int, int]]]:
+    """Rows, labels and (older, newer) record indices of each record against the earlier records (store order)
+    the check would judge it with: within the candidate similarity, the nearest CANDIDATES. A row is a link
+    when the two records match (by evidence) a gold decision and the gold decision that replaced it."""
+    from pipeline.offline.replay import match
+
+    if len(records) < 2:
+        return [], [], []
+    gold = conv.gold.get("decisions", [])
+    matched = match([set(r["ids"]) for r in records], [set(d.get("evidence", [])) for d in gold])
+    gold_of = {i: gold[j]["id"] for i, j in matched}
+    replaced = {(d["id"], d["superseded_by"]) for d in gold if d.get("superseded_by")}
+    by_id = {m.id: m for m in conv.messages}
+    ss = _record_sides(records)
+    rows, labels, index = [], [], []
+    index_of = {g: i for i, g in gold_of.items()}
+    for j, record in enumerate(records):
+        # As the check finds them had the earlier replacements been linked: a record its gold replacement's
+        # record (stored before this one) replaced is no longer active, so no candidate.
+        gone = {i for i in range(j) if any(gold_of.get(i) == old and index_of.get(new, j) < j for old, new in replaced)}
+        near = sorted(((float(ss[k].vector @ ss[j].vector), k) for k in range(j) if k not in gone), reverse=True)
+        pool = [k for c, k in near if c >= floor][:CANDIDATES]
+        if not pool:
+            continue
+        messages = [by_id[i] for i in record["ids"] if i in by_id]
+        later = later_of([m.text for m in messages])
+        for k in pool:
+            if ss[k].when > ss[j].when:
+                continue  # recorded late: judged the other way round, not a replacement of this record
+            earlier = [ss[i] for i in pool if ss[i].when <= ss[j].when]
+            rows.append(link_features(ss[k], ss[j], earlier, later))
+            labels.append(int((gold_of.get(k), gold_of.get(j)) in replaced))
+            index.append((k, j))
+    return rows, labels, index
+
+
+def engine_records(conv: Any, engine: Any) -> list[dict]:
+    """The decision records `engine` stores replaying `conv` (pipeline/offline/replay.py), in store order: text,
+    message ids, time (its latest message's), confidence, deciders."""
+    from pipeline.offline import replay
+
+    by_id = {m.id: m for m in conv.messages}
+    out = []
+    for d in replay.run(conv, engine, labels=False).result.decisions:
+        ids = [i for i in d.source_msg_ids if i in by_id]
+        if ids:
+            when = max(by_id[i].ts for i in ids)
+            out.append({"text": d.summary, "ids": ids, "when": when, "confidence": d.confidence, "by": d.decided_by})
+    return out
+
+
+def replaced_with_records(conv: Any, records: Sequence[dict]) -> int:
+    """Gold replacements of `conv` whose two decisions both have a record (matched by evidence)."""
+    from pipeline.offline.replay import match
+
+    gold = conv.gold.get("decisions", [])
+    got = match([set(r["ids"]) for r in records], [set(d.get("evidence", [])) for d in gold])
+    have = {gold[j]["id"] for _, j in got}
+    return sum(1 for d in gold if d.get("superseded_by") and {d["id"], d["superseded_by"]} <= have)
+
+
+def stated_rows(rows: np.ndarray) -> np.ndarray:
+    """Rows whose later decision (its text or its messages) says it replaces something: only those are linked."""
+    named = list(LINK_FEATURES)
+    return (rows[:, named.index("cue_in_messages")] > 0) | (rows[:, named.index("replacement_stated")] > 0)
+
+
+def best_links(p: np.ndarray, keys: Sequence[Any], threshold: float) -> np.ndarray:
+    """Rows linked: of each later record's (`keys`) rows, the best-scoring one when at or over `threshold`."""
+    best: dict[Any, int] = {}
+    for r, key in enumerate(keys):
+        if key not in best or p[r] > p[best[key]]:
+            best[key] = r
+    out = np.zeros(len(p), dtype=bool)
+    for r in best.values():
+        out[r] = p[r] >= threshold
+    return out
+
+
+def link_figures(linked: np.ndarray, labels: np.ndarray, with_records: int) -> dict:
+    right, wrong = int((linked & (labels == 1)).sum()), int((linked & (labels == 0)).sum())
+    precision = right / (right + wrong) if right + wrong else 0.0
+    recall = right / with_records if with_records else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"linked": f"{right}/{with_records}", "wrongly_linked": wrong, "f1": round(f1, 3)}
+
+
+def link_pairs(conversations: Sequence[Any], records: Sequence[Sequence[dict]], floor: float) -> tuple:
+    """(rows, labels, groups, keys, with_records) over conversations and their engine records."""
+    rows, labels, groups, keys, with_records = [], [], [], [], 0
+    for conv, recs in zip(conversations, records, strict=True):
+        r, lab, index = record_pairs(conv, recs, floor)
+        rows += r
+        labels += lab
+        groups += [conv.id] * len(r)
+        keys += [(conv.id, j) for _, j in index]
+        with_records += replaced_with_records(conv, recs)
+    width = len(LINK_FEATURES)
+    return np.vstack(rows) if rows else np.zeros((0, width)), np.array(labels), np.array(groups), keys, with_records
+
+
+def gold_records(conv: Any) -> list[dict]:
+    """The gold decisions of `conv` as records (their labelled summaries, on their evidence), in time order."""
+    by_id = {m.id: m for m in conv.messages}
+    out = []
+    for d in conv.gold.get("decisions", []):
+        ids = [i for i in d.get("evidence", []) if i in by_id]
+        if ids:
+            when = max(by_id[i].ts for i in ids)
+            out.append({"text": d["summary"], "ids": ids, "when": when, "by": d.get("decided_by") or []})
+    return sorted(out, key=lambda r: r["when"])
+
+
+LINK_REPEATS = 3  # grouped CV splits, the conversations shuffled differently each time: a choice not of one split
+
+
+def fit_links(main: tuple, extra: tuple, seed: int) -> tuple[LinkModel | None, dict]:
+    """The link head, fitted on `main` (`link_pairs` of the engine's records) and `extra` (of the gold
+    decisions as records: clean labels, other wording); C and the threshold by 5-fold cross-validation grouped by
+    conversation, repeated LINK_REPEATS times over differently shuffled folds and scored on `main` only: the best
+    F1 of linked replacements (summed over the repeats) among the thresholds that keep wrongly linked ones at most
+    MAX_WRONGLY_APPLIED of those linked (a link changes the record unasked).
+    Returns (LinkModel or None when no threshold does, train-CV figures: per split, on average)."""
+    from sklearn.linear_model import LogisticRegression
+
+    rows, labels, groups, keys, with_records = main
+    all_rows, all_labels = np.vstack([rows, extra[0]]), np.concatenate([labels, extra[1]])
+    mean, scale = all_rows.mean(axis=0), all_rows.std(axis=0) + 1e-6
+    grid = np.round(np.arange(0.3, 0.96, 0.02), 2)
+    names = sorted(set(groups) | set(extra[2]))
+    best: tuple | None = None
+    for c in (0.03, 0.1, 0.3, 1.0):
+        scored = []
+        for repeat in range(LINK_REPEATS):
+            order = np.random.default_rng(seed + repeat).permutation(len(names))
+            fold_of = {names[k]: r % 5 for r, k in enumerate(order)}
+            folds, extra_folds = np.array([fold_of[g] for g in groups]), np.array([fold_of[g] for g in extra[2]])
+            p = np.zeros(len(labels))
+            for fold in range(5):
+                x = np.vstack([rows[folds != fold], extra[0][extra_folds != fold]])
+                y = np.concatenate([labels[folds != fold], extra[1][extra_folds != fold]])
+                head = LogisticRegression(C=c, max_iter=5000, random_state=seed).fit((x - mean) / scale, y)
+                p[folds == fold] = head.predict_proba((rows[folds == fold] - mean) / scale)[:, 1]
+            scored.append(np.where(stated_rows(rows), p, 0.0))
+        for t in grid:
+            linked = [best_links(p, keys, float(t)) for p in scored]
+            right = sum(int((k & (labels == 1)).sum()) for k in linked)
+            wrong = sum(int((k & (labels == 0)).sum()) for k in linked)
+            if wrong > MAX_WRONGLY_APPLIED * (right + wrong):
+                continue
+            precision = right / (right + wrong) if right + wrong else 0.0
+            recall = right / (LINK_REPEATS * with_records) if with_records else 0.0
+            f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+            if best is None or f1 > best[0] + 1e-9:
+                best = (f1, c, float(t), right, wrong)
+    if best is None:
+        return None, {"chosen": "none: no threshold keeps wrong links rare"}
+    f1, c, threshold, right, wrong = best
+    head = LogisticRegression(C=c, max_iter=5000, random_state=seed).fit((all_rows - mean) / scale, all_labels)
+    fitted = LinkModel(head.coef_[0], float(head.intercept_[0]), mean, scale, threshold)
+    return fitted, {
+        "chosen": f"C={c}, link at {threshold} ({LINK_REPEATS} shuffled 5-fold splits by conversation)",
+        "linked": f"{right / LINK_REPEATS:.1f}/{with_records}",
+        "wrongly_linked": round(wrong / LINK_REPEATS, 1),
+        "f1": round(f1, 3),
+    }
+
+
+def fold_records(train: Sequence[Any], seed: int) -> list[list[dict]]:
+    """Each train conversation's records as the engine of the fold that did not see it stores them (the fold
+    engines and joins fitted as `jeeves train` fits them for its cross-validation, with the committed engine's
+    record-builder parameters): the texts the check reads on conversations the engine never saw."""
+    from pipeline.offline import learn
+    from pipeline.offline import model as engine_model
+
+    _, meta = artefacts.load(engine_model.NAME)
+    data = learn.Data(list(train))
+    folds, _, _, thresholds1, thresholds2 = learn.fold_engines(data, seed)
+    by_index = {}
+    for engine, test_rows in folds:
+        engine.tier1.thresholds, engine.tier2.thresholds = thresholds1.copy(), thresholds2.copy()
+        for k in sorted(set(data.groups[test_rows])):
+            by_index[int(k)] = engine
+    learn.fit_fold_joins(list(train), data, folds, by_index, seed)
+    for engine in by_index.values():
+        engine.params = {**engine_model.DEFAULT_PARAMS, **meta.get("params", {})}
+        engine.join.threshold = meta.get("join", {}).get("threshold", engine.join.threshold)
+    return [engine_records(conv, by_index[k]) for k, conv in enumerate(train)]
