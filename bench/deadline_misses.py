@@ -35,18 +35,7 @@ def _engines(convs: list[corpus.Conversation], folder: Path):
         engine = model.load()
         return {c.id: engine for c in convs}
     _, meta = artefacts.load(model.NAME)
-    data = learn.Data(convs)
-    seed = meta.get("seed", 0)
-    folds, _, _, thresholds1, thresholds2 = learn.fold_engines(data, seed)
-    by_index = {}
-    for engine, test_rows in folds:
-        engine.tier1.thresholds, engine.tier2.thresholds = thresholds1.copy(), thresholds2.copy()
-        for k in sorted(set(data.groups[test_rows])):
-            by_index[int(k)] = engine
-    learn.fit_fold_joins(convs, data, folds, by_index, seed)  # as `jeeves train` fits each fold's join
-    for engine in by_index.values():
-        engine.params = {**model.DEFAULT_PARAMS, **meta.get("params", {})}
-        engine.join.threshold = meta.get("join", {}).get("threshold", engine.join.threshold)
+    by_index = learn.replay_engines(convs, meta, meta.get("seed", 0))  # as `jeeves train` fits each fold
     return {convs[k].id: engine for k, engine in by_index.items()}
 
 

@@ -780,15 +780,5 @@ def fold_records(train: Sequence[Any], seed: int) -> list[list[dict]]:
     from pipeline.offline import model as engine_model
 
     _, meta = artefacts.load(engine_model.NAME)
-    data = learn.Data(list(train))
-    folds, _, _, thresholds1, thresholds2 = learn.fold_engines(data, seed)
-    by_index = {}
-    for engine, test_rows in folds:
-        engine.tier1.thresholds, engine.tier2.thresholds = thresholds1.copy(), thresholds2.copy()
-        for k in sorted(set(data.groups[test_rows])):
-            by_index[int(k)] = engine
-    learn.fit_fold_joins(list(train), data, folds, by_index, seed)
-    for engine in by_index.values():
-        engine.params = {**engine_model.DEFAULT_PARAMS, **meta.get("params", {})}
-        engine.join.threshold = meta.get("join", {}).get("threshold", engine.join.threshold)
+    by_index = learn.replay_engines(list(train), meta, seed)
     return [engine_records(conv, by_index[k]) for k, conv in enumerate(train)]

@@ -280,6 +280,24 @@ def fit_fold_joins(
     return pairs
 
 
+def replay_engines(train: list[Conversation], meta: dict[str, Any], seed: int) -> dict[int, model.Engine]:
+    """Each train conversation's (by index) fold engine as `jeeves train` cross-validates with it: the fold heads
+    with their thresholds, each fold's learned join, and the committed engine's record-builder parameters and join
+    threshold (`meta`, the artefact's). For studying what the engine does on conversations it never saw."""
+    data = Data(list(train))
+    folds, _, _, thresholds1, thresholds2 = fold_engines(data, seed)
+    by_index = {}
+    for engine, test_rows in folds:
+        engine.tier1.thresholds, engine.tier2.thresholds = thresholds1.copy(), thresholds2.copy()
+        for k in sorted(set(data.groups[test_rows])):
+            by_index[int(k)] = engine
+    fit_fold_joins(list(train), data, folds, by_index, seed)
+    for engine in by_index.values():
+        engine.params = {**model.DEFAULT_PARAMS, **meta.get("params", {})}
+        engine.join.threshold = meta.get("join", {}).get("threshold", engine.join.threshold)
+    return by_index
+
+
 def fit_join(pairs: list[tuple[np.ndarray, np.ndarray]], seed: int, threshold: float = 0.5) -> model.Join:
     """The learned join fitted on `pairs` (`join_pairs` of some conversations)."""
     x = np.vstack([p[0] for p in pairs])

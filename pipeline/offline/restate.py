@@ -539,7 +539,7 @@ def as_chosen(clause: str) -> str:
     return clause
 
 
-# Function words a label may hold besides `_STOP` ("While we're at it:", "Now that it's in:").
+# Function words a label may hold besides `_STOP` ("Now that it's in:", "While I'm here:").
 _FUNCTION_WORDS = frozenset("while now i'm we're it's that's there's we've i've you're".split())
 
 

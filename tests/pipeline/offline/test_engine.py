@@ -577,7 +577,7 @@ def test_a_label_that_only_frames_a_decision_is_not_stored_but_one_naming_its_su
         "Make it official: every invoice over 2k gets a purchase order": "every invoice over 2k gets",
         "reversing myself: the contractor keeps her laptop after all": "the contractor keeps her laptop",
         "Plan: we repaint the loading bay before the audit": "the team repaints the loading bay",
-        "while we're at it: the spare van keys live in the red box": "the spare van keys live in the red box",
+        "now that it's in: the spare van keys live in the red box": "the spare van keys live in the red box",
     }
     for said, kept in framed.items():
         restated = normal_form(said, "Ana")
