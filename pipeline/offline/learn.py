@@ -280,17 +280,23 @@ def fit_fold_joins(
     return pairs
 
 
+def _by_conversation(data: Data, fold_heads: list, thresholds1, thresholds2) -> dict[int, model.Engine]:
+    """Conversation index → the fold engine that did not see it, each with the heads' out-of-fold thresholds."""
+    by_conv = {}
+    for engine, test_rows in fold_heads:
+        engine.tier1.thresholds, engine.tier2.thresholds = thresholds1.copy(), thresholds2.copy()
+        for k in sorted(set(data.groups[test_rows])):
+            by_conv[int(k)] = engine
+    return by_conv
+
+
 def replay_engines(train: list[Conversation], meta: dict[str, Any], seed: int) -> dict[int, model.Engine]:
     """Each train conversation's (by index) fold engine as `jeeves train` cross-validates with it: the fold heads
     with their thresholds, each fold's learned join, and the committed engine's record-builder parameters and join
     threshold (`meta`, the artefact's). For studying what the engine does on conversations it never saw."""
     data = Data(list(train))
     folds, _, _, thresholds1, thresholds2 = fold_engines(data, seed)
-    by_index = {}
-    for engine, test_rows in folds:
-        engine.tier1.thresholds, engine.tier2.thresholds = thresholds1.copy(), thresholds2.copy()
-        for k in sorted(set(data.groups[test_rows])):
-            by_index[int(k)] = engine
+    by_index = _by_conversation(data, folds, thresholds1, thresholds2)
     fit_fold_joins(list(train), data, folds, by_index, seed)
     for engine in by_index.values():
         engine.params = {**model.DEFAULT_PARAMS, **meta.get("params", {})}
@@ -329,11 +335,7 @@ def cross_validate(train: list[Conversation], data: Data, seed: int) -> dict[str
     with them (`runs`, `train_cv`)."""
     fold_heads, t1, t2, thresholds1, thresholds2 = fold_engines(data, seed)
     # The record builder's parameters: replay train with the fold engines, keep the best.
-    by_conv = {}
-    for engine, test_rows in fold_heads:
-        engine.tier1.thresholds, engine.tier2.thresholds = thresholds1.copy(), thresholds2.copy()
-        for k in sorted(set(data.groups[test_rows])):
-            by_conv[int(k)] = engine
+    by_conv = _by_conversation(data, fold_heads, thresholds1, thresholds2)
     pairs = fit_fold_joins(train, data, fold_heads, by_conv, seed)
 
     # Anchor thresholds are chosen per message; a record needs only one of its messages, so another
