@@ -1066,11 +1066,16 @@ def _clause_start(tokens: list[str]) -> int:
     return 0
 
 
+# Prepositions the dictionary also knows as nouns ("the till", "a while").
+_UNTIL = frozenset("till until while since before after once round".split())
+
+
 def cut_fault(kept: list[str], whole: list[str]) -> str:
     """Why `kept`, what a cut left of the record `whole` (a head of it, its last word's separator trimmed), reads
     as broken: it ends on a word that needs a word after it (`ending_fault`), a figure was parted from its unit or
-    its noun ("19-21" of "19-21 May", "sprint" of "sprint 32"), or the clause it ends in lost its verb ("… and both
-    scenarios" of "… and both scenarios pass"); "" when it reads as whole."""
+    its noun ("19-21" of "19-21 May", "sprint" of "sprint 32"), a noun's modifier was parted from its noun ("on
+    weekend" of "on weekend cab booking"), or the clause it ends in lost its verb ("… and both scenarios" of "… and
+    both scenarios pass"); "" when it reads as whole."""
     if fault := ending_fault(kept):
         return fault
     rest = whole[len(kept) :]
@@ -1082,6 +1087,19 @@ def cut_fault(kept: list[str], whole: list[str]) -> str:
     )
     if (_FIGURE.match(last) and unit) or (set(_classes(last)) == {"NOUN"} and following[:1].isdigit()):
         return "figure"
+    before = kept[-2].casefold() if len(kept) > 1 else ""
+    if (
+        before in _NEEDS_OBJECT | _LINKING | _DETERMINERS
+        and kept[-1].isalpha()
+        and kept[-1].islower()
+        and rest[0].isalpha()
+        and rest[0].islower()
+        and following not in _NEEDS_OBJECT | _LINKING | _DANGLING | _STOP | _UNTIL
+        and "NOUN" in (heads := set(_classes(following)))
+        and heads <= {"NOUN", "ADJ", "PROPN", "VERB"}
+        and not ("VERB" in heads and following.endswith(("s", "ed")))  # "the plan works": a predicate follows
+    ):
+        return "compound"  # "… on weekend" of "… on weekend cab booking": a noun's modifier without its noun
     start = _clause_start(kept)
     clause = kept[start:]
     end = next((k + 1 for k, token in enumerate(rest) if _BREAK.search(token)), len(rest))

@@ -488,3 +488,10 @@ def test_compression_keeps_the_verb_after_a_pronoun() -> None:
     fitted = fit(said, [said])
     assert kept_share(fitted, said) <= MAX_SHARE
     assert "crates it is for" in fitted, fitted  # not "Thirty crates it for …"
+
+
+def test_a_cut_does_not_part_a_modifier_from_its_noun() -> None:
+    said = "Tomas to check with security on loading dock badge renewals"
+    fitted = fit(said, [said])
+    assert kept_share(fitted, said) <= MAX_SHARE
+    assert not fitted.endswith(("loading.", "dock.")), fitted  # not "… on loading." once its noun was cut
