@@ -536,13 +536,14 @@ class Later:
 
 
 def later_of(texts: Sequence[str]) -> Later:
-    """`Later` of the messages' texts (embedded here with the bundled MiniLM)."""
-    from pipeline import embedder
+    """`Later` of the messages' texts: their bundled MiniLM vectors, the ones Tier 1 made when the process holds
+    them (`features.embed` keeps them by digest), else embedded here."""
+    from pipeline.offline import features
 
     texts = tuple(t for t in texts if t)
     vector = None
     if texts:
-        mean = np.asarray(embedder.embed_local(list(texts)), dtype=np.float64).mean(axis=0)
+        mean = np.asarray(features.embed(list(texts)), dtype=np.float64).mean(axis=0)
         vector = mean / (np.linalg.norm(mean) or 1.0)
     return Later(texts, vector)
 
@@ -683,12 +684,20 @@ def best_links(p: np.ndarray, keys: Sequence[Any], threshold: float) -> np.ndarr
     return out
 
 
+def _link_f1(right: int, wrong: int, replacements: int) -> float:
+    """F1 of `right` and `wrong` links against `replacements` that could be linked (both records there)."""
+    precision = right / (right + wrong) if right + wrong else 0.0
+    recall = right / replacements if replacements else 0.0
+    return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+
+
 def link_figures(linked: np.ndarray, labels: np.ndarray, with_records: int) -> dict:
     right, wrong = int((linked & (labels == 1)).sum()), int((linked & (labels == 0)).sum())
-    precision = right / (right + wrong) if right + wrong else 0.0
-    recall = right / with_records if with_records else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"linked": f"{right}/{with_records}", "wrongly_linked": wrong, "f1": round(f1, 3)}
+    return {
+        "linked": f"{right}/{with_records}",
+        "wrongly_linked": wrong,
+        "f1": round(_link_f1(right, wrong, with_records), 3),
+    }
 
 
 def link_pairs(conversations: Sequence[Any], records: Sequence[Sequence[dict]], floor: float) -> tuple:
@@ -754,9 +763,7 @@ def fit_links(main: tuple, extra: tuple, seed: int) -> tuple[LinkModel | None, d
             wrong = sum(int((k & (labels == 0)).sum()) for k in linked)
             if wrong > MAX_WRONGLY_APPLIED * (right + wrong):
                 continue
-            precision = right / (right + wrong) if right + wrong else 0.0
-            recall = right / (LINK_REPEATS * with_records) if with_records else 0.0
-            f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+            f1 = _link_f1(right, wrong, LINK_REPEATS * with_records)
             if best is None or f1 > best[0] + 1e-9:
                 best = (f1, c, float(t), right, wrong)
     if best is None:

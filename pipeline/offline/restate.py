@@ -966,9 +966,7 @@ _NEEDS_OBJECT = frozenset(
 _DETERMINERS = frozenset("a an the every another my your our their its whose".split())
 _PLACE = frozenset("about over under after before through until till".split())  # prepositions that are adverbs too
 _CONJUNCTIONS = frozenset("and or nor but if because although unless whereas while whether than".split())
-_AUXILIARIES = frozenset(
-    "is are was were am be been being has have had do does did will would can could shall should may might must".split()
-)
+_AUXILIARIES = _BE | _HAVE | (_MODALS - {"let"}) | {"be", "been", "being"}
 
 
 def _classes(word: str) -> dict[str, tuple[str, ...]]:
@@ -1074,7 +1072,7 @@ def cut_fault(kept: list[str], whole: list[str]) -> str:
     """Why `kept`, what a cut left of the record `whole` (a head of it, its last word's separator trimmed), reads
     as broken: it ends on a word that needs a word after it (`ending_fault`), a figure was parted from its unit or
     its noun ("19-21" of "19-21 May", "sprint" of "sprint 32"), a noun's modifier was parted from its noun ("on
-    weekend" of "on weekend cab booking"), or the clause it ends in lost its verb ("… and both scenarios" of "… and
+    loading" of "on loading dock badges"), or the clause it ends in lost its verb ("… and both scenarios" of "… and
     both scenarios pass"); "" when it reads as whole."""
     if fault := ending_fault(kept):
         return fault
@@ -1099,7 +1097,7 @@ def cut_fault(kept: list[str], whole: list[str]) -> str:
         and heads <= {"NOUN", "ADJ", "PROPN", "VERB"}
         and not ("VERB" in heads and following.endswith(("s", "ed")))  # "the plan works": a predicate follows
     ):
-        return "compound"  # "… on weekend" of "… on weekend cab booking": a noun's modifier without its noun
+        return "compound"  # "… on loading" of "… on loading dock badges": a noun's modifier without its noun
     start = _clause_start(kept)
     clause = kept[start:]
     end = next((k + 1 for k, token in enumerate(rest) if _BREAK.search(token)), len(rest))
@@ -1151,7 +1149,7 @@ def _lead_dropped(tokens: list[str]) -> list[str]:
 
 
 def _readable(whole: list[str], kept: list[str], fits: Callable[[list[str]], bool]) -> list[str]:
-    """Of the forms of `whole` that fit, the one that reads as whole (`_cut_fault`) and keeps most: its figures and
+    """Of the forms of `whole` that fit, the one that reads as whole (`cut_fault`) and keeps most: its figures and
     names, then its words; [] when none does. The forms: `whole` without its low-information words
     (`_low_information`) or without a lead that holds no verb (`_lead_dropped`), cut to fit; else `kept`, the
     cut's head, backed off to a shorter head that reads as whole (a shorter complete clause, not a broken one)."""
