@@ -536,14 +536,13 @@ class Later:
 
 
 def later_of(texts: Sequence[str]) -> Later:
-    """`Later` of the messages' texts: their bundled MiniLM vectors, the ones Tier 1 made when the process holds
-    them (`features.embed` keeps them by digest), else embedded here."""
-    from pipeline.offline import features
+    """`Later` of the messages' texts (embedded here with the bundled MiniLM)."""
+    from pipeline import embedder
 
     texts = tuple(t for t in texts if t)
     vector = None
     if texts:
-        mean = np.asarray(features.embed(list(texts)), dtype=np.float64).mean(axis=0)
+        mean = np.asarray(embedder.embed_local(list(texts)), dtype=np.float64).mean(axis=0)
         vector = mean / (np.linalg.norm(mean) or 1.0)
     return Later(texts, vector)
 
