@@ -27,6 +27,7 @@ KINDS = {"factual_recall", "accountability", "temporal_context", "dependency", "
 ENTITY_TYPES = {"person", "service", "project", "team", "tool", "concept"}
 RELATIONSHIPS = {"owns", "depends_on", "works_on", "blocks", "reports_to"}
 _HANDLE = re.compile(r"(?<![\w.])@([a-z][a-z0-9_.-]*[a-z0-9]|[a-z])", re.IGNORECASE)
+_UUID5 = r"[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}"
 _WORD = re.compile(r"[a-z0-9']+")
 # the commands that open and close a stretch Jeeves does not hear (README: Ignored messages)
 _CLOSES = {"pause": "resume", "ears off": "ears on", "secure mode": "secure mode off"}
@@ -37,7 +38,7 @@ def member_id(org: str, handle: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{org}/{handle}"))
 
 
-def faults(raw: dict, name: str) -> list[str]:  # noqa: C901 - one list of rules, read top to bottom
+def faults(raw: dict, name: str) -> list[str]:
     out: list[str] = []
 
     def fault(text: str) -> None:
@@ -47,13 +48,13 @@ def faults(raw: dict, name: str) -> list[str]:  # noqa: C901 - one list of rules
         fault(f"id {raw.get('id')!r} is not the file's name")
     channel = raw["channel"]
     org = channel["org"]
-    if not re.fullmatch(rf"[0-9a-f]{{8}}-[0-9a-f]{{4}}-5[0-9a-f]{{3}}-[0-9a-f]{{4}}-[0-9a-f]{{12}}@{re.escape(org)}", channel["id"]):
+    if not re.fullmatch(rf"{_UUID5}@{re.escape(org)}", channel["id"]):
         fault("channel id is not <uuid5>@<org>")
     try:
         from zoneinfo import ZoneInfo
 
         ZoneInfo(channel["timezone"])
-    except Exception:  # noqa: BLE001 - any failure means the name is not a timezone
+    except Exception:  # any failure means the name is not a timezone
         fault(f"unknown timezone {channel.get('timezone')!r}")
     handles = {}
     for m in channel["members"]:
