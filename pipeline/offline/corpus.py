@@ -101,4 +101,10 @@ def from_dict(raw: dict) -> Conversation:
 
 
 def load_dir(folder: Path) -> list[Conversation]:
-    return [load(p) for p in sorted(Path(folder).glob("conv-*.json"))]
+    """Every conversation of `folder`; the process's feature caches are widened to hold them (they are loaded to be
+    replayed, often many times)."""
+    from pipeline.offline import features
+
+    convs = [load(p) for p in sorted(Path(folder).glob("conv-*.json"))]
+    features.hold(sum(len(c.messages) for c in convs))
+    return convs
