@@ -192,7 +192,10 @@ def test_the_offline_engines_records_are_kept_whatever_their_probability(jeeves_
     stored = [set(d.source_ref["wire_msg_ids"]) for d in Decision.objects.filter(channel=channel)]
     for decision in low:
         assert any(set(decision.source_msg_ids) & ids for ids in stored)
-    assert {d.confidence for d in Decision.objects.filter(channel=channel)} >= {d.confidence for d in low}
+    # kept with their own calibrated chance, under the floor too (the stored wording of a record the run joins
+    # with a later message may lead with another of its messages, so its chance is not compared one for one)
+    kept = [d.confidence for d in Decision.objects.filter(channel=channel)]
+    assert len([c for c in kept if c < strict.extract_confidence_min]) == len(low), (kept, low)
 
 
 def _queued(redis_client, queue: str) -> list[tuple[str, dict]]:

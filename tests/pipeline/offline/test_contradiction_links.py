@@ -3,6 +3,7 @@ tests; how its training pairs are labelled from gold by evidence; one link per l
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -70,9 +71,14 @@ def test_record_pairs_are_labelled_from_gold_by_evidence_and_a_replaced_record_i
     assert judge.replaced_with_records(conv, records[1:]) == 1
 
 
-def test_the_link_head_applies_a_replacement_only_with_the_later_messages_at_hand():
-    if judge.link_model() is None:
+def test_the_link_head_applies_a_replacement_only_with_the_later_messages_at_hand(monkeypatch):
+    head = judge.link_model()
+    if head is None:
         pytest.skip("the committed artefact has no link head")
+    # At any threshold: the one train-CV chose keeps wrong links rare on the fit committed and moves with the
+    # training data (0.38 on the first 40 train conversations, 0.9 on all 80); the head's best candidate is the
+    # decision the later one replaces, and without the later messages nothing is applied.
+    monkeypatch.setattr(judge, "link_model", lambda: dataclasses.replace(head, threshold=0.0))
     sides = judge.sides([ROOM_NOW, ROOM, LUNCH], [T + timedelta(days=3), T, T + timedelta(hours=1)])
 
     with_messages = judge.judge(sides[0], sides[1:], [ROOM_SAID])

@@ -33,3 +33,16 @@ def test_the_row_cache_is_bounded(monkeypatch) -> None:
     monkeypatch.setattr(features._rows_cache, "size", 3)
     features.hashed(features.WORDS, [f"message number {k}" for k in range(10)])
     assert len(features._rows_cache) <= 3
+
+
+def test_loading_a_corpus_widens_the_caches_to_hold_it_and_never_narrows_them(monkeypatch, tmp_path) -> None:
+    from pipeline.offline import corpus
+
+    monkeypatch.setattr(features._cache, "size", 4096)
+    monkeypatch.setattr(features._rows_cache, "size", 4096)
+    features.hold(2000)  # a corpus of 2,000 messages: its texts and those built of them, per vectoriser
+    assert features._cache.size == 6000 and features._rows_cache.size == 24000
+    features.hold(10)
+    assert features._cache.size == 6000 and features._rows_cache.size == 24000
+    assert corpus.load_dir(tmp_path) == []  # an empty folder widens nothing
+    assert features._cache.size == 6000
