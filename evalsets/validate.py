@@ -18,6 +18,7 @@ import sys
 import uuid
 from collections import defaultdict
 from datetime import datetime
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -193,19 +194,22 @@ def _runs(text: str) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + 5]) for i in range(len(words) - 4)}
 
 
-def _message_runs(raw: dict) -> set[tuple[str, ...]]:
-    return {run for m in raw["messages"] if "@jeeves" not in m["text"].lower() for run in _runs(m["text"])}
+@cache
+def _message_runs(path: Path) -> frozenset[tuple[str, ...]]:
+    """The five-word runs of a file's messages (talk to Jeeves aside), read once per file."""
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    return frozenset(run for m in raw["messages"] if "@jeeves" not in m["text"].lower() for run in _runs(m["text"]))
 
 
 def shared_runs(path: Path) -> list[str]:
     """Five-word runs the file's messages share with the conversations of the other splits."""
-    mine = _message_runs(json.loads(path.read_text(encoding="utf-8")))
+    mine = _message_runs(path)
     out = []
     for split in SPLITS:
         if split == path.parent.name:
             continue
         for other in sorted((ROOT / split).glob("conv-*.json")):
-            for run in sorted(mine & _message_runs(json.loads(other.read_text(encoding="utf-8")))):
+            for run in sorted(mine & _message_runs(other)):
                 out.append(f"{path.stem}: repeats the five words {' '.join(run)!r} of {split}/{other.stem}")
     return out
 

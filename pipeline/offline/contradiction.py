@@ -279,7 +279,8 @@ def _linked(newer: Side, candidates: Sequence[Side], messages: Sequence[str], ou
         return out
     out = [replace(j, stated=False) for j in out]
     earlier = [s for s in candidates if s.when <= newer.when]
-    if not earlier or not messages or not replacement_stated([newer.text, *messages]):
+    stated = bool(messages) and replacement_stated([newer.text, *messages])
+    if not earlier or not stated:
         return out
     later = later_of(messages)
     rows = np.vstack([link_features(s, newer, earlier, later) for s in earlier])
@@ -293,7 +294,7 @@ def _linked(newer: Side, candidates: Sequence[Side], messages: Sequence[str], ou
         verdict="supersedes",
         score=round(float(p[best]), 4),
         stated=True,
-        reason=reason(older, newer, "supersedes", replacement_stated([newer.text, *messages])),
+        reason=reason(older, newer, "supersedes", stated),
         cosine=float(older.vector @ newer.vector),
     )
     return out
@@ -645,14 +646,19 @@ def engine_records(conv: Any, engine: Any) -> list[dict]:
     message ids, time (its latest message's), confidence, deciders."""
     from pipeline.offline import replay
 
-    by_id = {m.id: m for m in conv.messages}
     out = []
     for d in replay.run(conv, engine, labels=False).result.decisions:
-        ids = [i for i in d.source_msg_ids if i in by_id]
-        if ids:
-            when = max(by_id[i].ts for i in ids)
-            out.append({"text": d.summary, "ids": ids, "when": when, "confidence": d.confidence, "by": d.decided_by})
+        record = _on_messages(conv, d.source_msg_ids, text=d.summary, confidence=d.confidence, by=d.decided_by)
+        if record:
+            out.append(record)
     return out
+
+
+def _on_messages(conv: Any, ids: Sequence[str], **fields: Any) -> dict | None:
+    """A record of `fields` on those of `ids` that are `conv`'s messages, timed at its latest one; None when none is."""
+    by_id = {m.id: m for m in conv.messages}
+    ids = [i for i in ids if i in by_id]
+    return {**fields, "ids": ids, "when": max(by_id[i].ts for i in ids)} if ids else None
 
 
 def replaced_with_records(conv: Any, records: Sequence[dict]) -> int:
@@ -715,14 +721,11 @@ def link_pairs(conversations: Sequence[Any], records: Sequence[Sequence[dict]], 
 
 def gold_records(conv: Any) -> list[dict]:
     """The gold decisions of `conv` as records (their labelled summaries, on their evidence), in time order."""
-    by_id = {m.id: m for m in conv.messages}
-    out = []
-    for d in conv.gold.get("decisions", []):
-        ids = [i for i in d.get("evidence", []) if i in by_id]
-        if ids:
-            when = max(by_id[i].ts for i in ids)
-            out.append({"text": d["summary"], "ids": ids, "when": when, "by": d.get("decided_by") or []})
-    return sorted(out, key=lambda r: r["when"])
+    records = [
+        _on_messages(conv, d.get("evidence", []), text=d["summary"], by=d.get("decided_by") or [])
+        for d in conv.gold.get("decisions", [])
+    ]
+    return sorted((r for r in records if r), key=lambda r: r["when"])
 
 
 LINK_REPEATS = 3  # grouped CV splits, the conversations shuffled differently each time: a choice not of one split
