@@ -114,25 +114,33 @@ def check_all(conv, records: list[dict], judge=None) -> tuple[list[tuple[int, in
 
 
 def tally(conv, records, applied, flagged) -> Counter:
+    """Per gold replacement with both records: linked when an applied link joins records that carry its two
+    decisions' evidence (`replaces`, as the link head is trained), wrong when a link touches either side
+    otherwise; applied links that carry no gold replacement are false links."""
+    from pipeline.offline.contradiction import replaces
+
     gold_of, replaced, contradicts = gold_links(conv, records)
+    evidence = {d["id"]: set(d.get("evidence", [])) for d in conv.gold.get("decisions", [])}
+    ids = [r["ids"] for r in records]
     c: Counter = Counter()
     have = set(gold_of.values())
     both = {p for p in replaced if set(p) <= have}
     c["gold"] += len(replaced)
     c["both"] += len(both)
-    done = {(gold_of.get(a), gold_of.get(b)) for a, b in applied}
     asked = {(gold_of.get(a), gold_of.get(b)) for a, b in flagged}
     for older, newer in both:
-        if (older, newer) in done:
+        pair = [(evidence[older], evidence[newer])]
+        if any(replaces(ids[a], ids[b], pair) for a, b in applied):
             c["linked"] += 1
-        elif any(n == newer for _, n in done) or any(o == older for o, _ in done):
+        elif any(set(ids[b]) & evidence[newer] or set(ids[a]) & evidence[older] for a, b in applied):
             c["wrong"] += 1
         elif (older, newer) in asked:
             c["asked"] += 1
         else:
             c["missed"] += 1
+    every = [(evidence[o], evidence[n]) for o, n in replaced]
     c["applied"] += len(applied)
-    c["false_links"] += sum(p not in replaced for p in done)
+    c["false_links"] += sum(not replaces(ids[a], ids[b], every) for a, b in applied)
     c["false_flags"] += sum(p not in replaced and frozenset(p) not in contradicts for p in asked)
     return c
 

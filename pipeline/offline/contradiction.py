@@ -608,7 +608,7 @@ def record_pairs(
 ) -> tuple[list[np.ndarray], list[int], list[tuple[int, int]]]:
     """Rows, labels and (older, newer) record indices of each record against the earlier records (store order)
     the check would judge it with: within the candidate similarity, the nearest CANDIDATES. A row is a link
-    when the two records match (by evidence) a gold decision and the gold decision that replaced it."""
+    when the two records carry a gold replacement's evidence (`replaces`)."""
     from pipeline.offline.replay import match
 
     if len(records) < 2:
@@ -619,6 +619,7 @@ def record_pairs(
     replaced = {(d["id"], d["superseded_by"]) for d in gold if d.get("superseded_by")}
     by_id = {m.id: m for m in conv.messages}
     ss = _record_sides(records)
+    replacements = gold_replacements(conv)
     rows, labels, index = [], [], []
     index_of = {g: i for i, g in gold_of.items()}
     for j, record in enumerate(records):
@@ -636,9 +637,29 @@ def record_pairs(
                 continue  # recorded late: judged the other way round, not a replacement of this record
             earlier = [ss[i] for i in pool if ss[i].when <= ss[j].when]
             rows.append(link_features(ss[k], ss[j], earlier, later))
-            labels.append(int((gold_of.get(k), gold_of.get(j)) in replaced))
+            labels.append(int(replaces(records[k]["ids"], record["ids"], replacements)))
             index.append((k, j))
     return rows, labels, index
+
+
+def gold_replacements(conv: Any) -> list[tuple[set[str], set[str]]]:
+    """(the replaced decision's evidence, its replacement's) of each gold replacement of `conv`."""
+    evidence = {d["id"]: set(d.get("evidence", [])) for d in conv.gold.get("decisions", [])}
+    return [
+        (evidence[old], evidence[new])
+        for old, new in ((d["id"], d.get("superseded_by")) for d in conv.gold.get("decisions", []))
+        if new in evidence
+    ]
+
+
+def replaces(older_ids: Sequence[str], newer_ids: Sequence[str], replacements: Sequence[tuple[set, set]]) -> bool:
+    """Whether a record on `newer_ids` replacing one on `older_ids` is a gold replacement: the older record carries
+    the replaced decision's evidence, the newer its replacement's and none of the replaced one's. By evidence
+    overlap, not by the one-to-one matching that counts found decisions: when the engine joins or splits a
+    decision's messages, the matching may pair a record with a neighbouring gold decision, and the link between
+    the two records that hold the change is still the right one."""
+    older, newer = set(older_ids), set(newer_ids)
+    return any(older & old and newer & new and not newer & old for old, new in replacements)
 
 
 def engine_records(conv: Any, engine: Any) -> list[dict]:
@@ -646,12 +667,15 @@ def engine_records(conv: Any, engine: Any) -> list[dict]:
     message ids, time (its latest message's), confidence, deciders."""
     from pipeline.offline import replay
 
-    out = []
-    for d in replay.run(conv, engine, labels=False).result.decisions:
-        record = _on_messages(conv, d.source_msg_ids, text=d.summary, confidence=d.confidence, by=d.decided_by)
-        if record:
-            out.append(record)
-    return out
+    return _decision_records(conv, replay.run(conv, engine, labels=False).result.decisions)
+
+
+def _decision_records(conv: Any, decisions: Sequence[Any]) -> list[dict]:
+    records = (
+        _on_messages(conv, d.source_msg_ids, text=d.summary, confidence=d.confidence, by=d.decided_by)
+        for d in decisions
+    )
+    return [r for r in records if r]
 
 
 def _on_messages(conv: Any, ids: Sequence[str], **fields: Any) -> dict | None:
@@ -788,6 +812,9 @@ def fold_records(train: Sequence[Any], seed: int) -> list[list[dict]]:
     from pipeline.offline import learn
     from pipeline.offline import model as engine_model
 
+    runs = learn.cv_runs(list(train), seed)
+    if runs is not None:  # `jeeves train` has just replayed them, with these fold engines
+        return [_decision_records(run.conversation, run.result.decisions) for run in runs]
     _, meta = artefacts.load(engine_model.NAME)
     by_index = learn.replay_engines(list(train), meta, seed)
     return [engine_records(conv, by_index[k]) for k, conv in enumerate(train)]

@@ -373,12 +373,24 @@ def cross_validate(train: list[Conversation], data: Data, seed: int) -> dict[str
     }  # fmt: skip
 
 
+# The fold engines' replay of train that `train` ends its cross-validation with, by (conversation ids, seed): the
+# contradiction trainer after it reads the same records (`contradiction.fold_records`) instead of fitting the
+# fold engines again. Confidence is not yet calibrated in them (the link head does not read it).
+_cv_runs: dict[tuple[tuple[str, ...], int], list[replay.Replayed]] = {}
+
+
+def cv_runs(train: list[Conversation], seed: int) -> list[replay.Replayed] | None:
+    """The fold engines' replay of `train` if `train` (this process, the same seed) has made it, else None."""
+    return _cv_runs.get((tuple(c.id for c in train), seed))
+
+
 def train(train: list[Conversation], dev: list[Conversation], seed: int) -> dict[str, Any]:
     from pipeline.offline import training
 
     data = Data(train)
     everything = np.arange(data.y1.shape[0])
     cv = cross_validate(train, data, seed)
+    _cv_runs[(tuple(c.id for c in train), seed)] = cv["runs"]
     t1, t2, thresholds1, thresholds2 = cv["t1"], cv["t2"], cv["thresholds1"], cv["thresholds2"]
     params, pairs, join_threshold, train_cv = cv["params"], cv["pairs"], cv["join_threshold"], cv["train_cv"]
     # Confidence: the fold engines' records, right or not, map their head's probability to a chance.

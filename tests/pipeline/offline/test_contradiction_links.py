@@ -71,6 +71,41 @@ def test_record_pairs_are_labelled_from_gold_by_evidence_and_a_replaced_record_i
     assert judge.replaced_with_records(conv, records[1:]) == 1
 
 
+def test_a_link_is_right_when_the_two_records_carry_the_replacement_and_the_replaced_decision():
+    replacements = [({"a"}, {"b", "c"})]
+
+    assert judge.replaces(["a"], ["c"], replacements)  # the newer record holds part of the replacement
+    assert judge.replaces(["a", "x"], ["b"], replacements)
+    assert not judge.replaces(["a"], ["a", "b"], replacements)  # the newer still holds the replaced decision
+    assert not judge.replaces(["b"], ["a"], replacements)  # the wrong way round
+    assert not judge.replaces(["x"], ["b"], replacements)
+
+
+def test_a_record_that_joins_the_replacement_with_a_neighbouring_decision_is_labelled_a_link():
+    times = [T, T + timedelta(days=1), T + timedelta(days=1, minutes=5)]
+    messages = [
+        _message("a", times[0], "parking permits renew every january"),
+        _message("b", times[1], "update: permits now renew in april, with the insurance"),
+        _message("c", times[2], "and the visitor bays go to the far end of the lot"),
+    ]
+    gold = [
+        {"id": "renewal", "summary": "Parking permits renew in January.", "evidence": ["a"], "superseded_by": "april"},
+        {"id": "april", "summary": "Parking permits renew in April.", "evidence": ["b"]},
+        {"id": "bays", "summary": "Visitor bays move to the far end.", "evidence": ["b", "c"]},
+    ]
+    conv = SimpleNamespace(id="c2", messages=messages, gold={"decisions": gold})
+    # The engine joined the change with the next decision: the one-to-one matching pairs that record with
+    # the visitor bays, and the link between the two records is still the change the team made.
+    records = [
+        {"text": gold[0]["summary"], "ids": ["a"], "when": times[0], "by": []},
+        {"text": "Permits renew in April; visitor bays at the far end.", "ids": ["b", "c"], "when": times[2], "by": []},
+    ]
+
+    _, labels, index = judge.record_pairs(conv, records, floor=-1.0)
+
+    assert index == [(0, 1)] and labels == [1]
+
+
 def test_the_link_head_applies_a_replacement_only_with_the_later_messages_at_hand(monkeypatch):
     head = judge.link_model()
     if head is None:
