@@ -16,6 +16,7 @@ import re
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -257,8 +258,11 @@ def contradictions(pairs: dict[str, tuple[dict, dict | None]]) -> dict[str, Any]
     ids flagged to be asked, and `supersessions`, the (older, newer) pairs Jeeves applied unasked. A flagged
     pair is right when its two decisions match the two of a gold contradiction pair; one matching a gold
     replacement (`superseded_by`) is a replacement asked about instead of applied; any other is a false flag.
-    An applied replacement is right when its older decision matches a gold decision superseded (or reversed)
-    by the decision its newer one matches. `both_extracted`: gold pairs whose two decisions were extracted."""
+    An applied replacement is right when its older decision carries the evidence of a gold decision superseded
+    (or reversed) and its newer one the replacement's (`pipeline.offline.contradiction.replaces`, the rule the
+    link head is trained by). `both_extracted`: gold pairs whose two decisions were extracted."""
+    from pipeline.offline.contradiction import gold_replacements, replaces
+
     gold_n = flagged_n = right = false_flags = both = 0
     replacements: Counter = Counter()
     for conv, got in pairs.values():
@@ -282,9 +286,11 @@ def contradictions(pairs: dict[str, tuple[dict, dict | None]]) -> dict[str, Any]
             else:
                 false_flags += 1
         right += len(found)
+        evidence = {d["id"]: _ids(d) for d in decisions}
+        changes = gold_replacements(SimpleNamespace(gold=conv["gold"]))
         for older, newer in got.get("supersessions") or []:
             replacements["applied"] += 1
-            replacements["right"] += (gold_of.get(older), gold_of.get(newer)) in replaced
+            replacements["right"] += replaces(evidence.get(older, ()), evidence.get(newer, ()), changes)
     replacements["wrong"] = replacements["applied"] - replacements["right"]
     return {
         "gold": gold_n,
