@@ -58,16 +58,20 @@ def window(*lines: tuple[Member, str]) -> list[WindowMessage]:
     return out
 
 
-def opening(*, decision_scale: float | None = None, **thresholds: float) -> model.Engine:
-    """The committed engine opening records more readily: a lower decision anchor scale, lower Tier 1 thresholds
-    (by category). For tests of what happens once a record opens (how it is restated, what is kept beside it),
-    whatever the calibration of the fit committed: that moves with the training data (a fit on 34 of the first 40
-    train conversations, or on all 80, turns some single-message cases either way; docs/measurements.md)."""
+def opening(
+    *, decision_scale: float | None = None, action_scale: float | None = None, **thresholds: float
+) -> model.Engine:
+    """The committed engine opening records more readily: lower decision / action anchor scales, lower Tier 1
+    thresholds (by category). For tests of what happens once a record opens (how it is restated, what is kept beside
+    it, what completes it), whatever the calibration of the fit committed: that moves with the training data (a fit
+    on 34 of the first 40 train conversations, on all 80 or on 120 turns some single-message cases either way;
+    docs/measurements.md)."""
     loaded = model.load()
     t1 = loaded.tier1.thresholds.copy()
     for name, value in thresholds.items():
         t1[model.CATEGORIES.index(name)] = value
-    params = loaded.params if decision_scale is None else {**loaded.params, "decision_anchor_scale": decision_scale}
+    scales = {"decision_anchor_scale": decision_scale, "action_anchor_scale": action_scale}
+    params = {**loaded.params, **{k: v for k, v in scales.items() if v is not None}}
     return dataclasses.replace(loaded, tier1=dataclasses.replace(loaded.tier1, thresholds=t1), params=params)
 
 
@@ -895,7 +899,9 @@ def test_a_decision_after_a_lead_in_sentence_is_restated_from_the_sentence_that_
         (ANA, "great, works for me"),
     )
     [decision] = [
-        d for d in extract(msgs, CTX, engine=opening(decision_scale=0.5)).decisions if "m3" in d.source_msg_ids
+        d
+        for d in extract(msgs, CTX, engine=opening(decision_scale=0.5, decision=0.1)).decisions
+        if "m3" in d.source_msg_ids
     ]
     assert "riverside hall" in decision.summary.lower(), decision.summary
     assert "rang" not in decision.summary.lower(), decision.summary  # the lead-in is not the decision
@@ -977,13 +983,14 @@ def test_a_report_in_so_many_words_completes_the_task_it_joined() -> None:
     # The reply that takes up a request nobody was named for is its report too; so is a check mark beside it.
     for reply in ("done ✅", "back in the safe ✅"):
         msgs = window((ANA, "can someone put the spare van keys back in the safe?"), (BEN, reply))
-        [action] = actions_on(msgs, "m1")
+        [action] = actions_on(msgs, "m1", engine=opening(action_scale=0.5))
         assert action.owner_id == BEN.user_id and action.status == "done", (reply, action)
 
 
 def test_a_later_report_sharing_the_tasks_words_completes_it_however_far_it_runs_on() -> None:
-    # MiniLM's bar put out of reach: only the words a report shares with the task can tie it to the task.
-    loaded = model.load()
+    # MiniLM's bar put out of reach: only the words a report shares with the task can tie it to the task (the
+    # reports taken for updates, whatever the fit committed makes of each on its own).
+    loaded = opening(update=0.1)
     engine = dataclasses.replace(loaded, params={**loaded.params, "done_cosine": 1.01})
     between = [
         (CARA, "thanks!"),
