@@ -288,6 +288,12 @@ _REQUEST_LEAD = re.compile(
     r"|^.*?\bmind\s+(?=\w+ing\b)",
     re.IGNORECASE,
 )
+# A request to whoever takes it up ("can someone put the keys back?", "could one of you check the gate?"): not a
+# member's own ask (`asks`), but what follows is the task of the one who answers it.
+_ANYONE_LEAD = re.compile(
+    r"^.*?\b(?:can|could|would|will)\s+(?:some(?:one|body)|any(?:one|body)|one of (?:you|us))(?: please)?\s+",
+    re.IGNORECASE,
+)
 _ASK_FOR = re.compile(r"^.*?\b(?:can|could|may) i (?:please )?(?:have|get|grab)\s+(?:a copy of\s+)?", re.IGNORECASE)
 # An offer the owner makes ("want me to draft it?", "shall I take the Monday slot?"): what follows is their task.
 _OFFER_LEAD = re.compile(
@@ -580,7 +586,7 @@ def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str
             return _verb_phrase(
                 f"send {actor} " + third_person(_first_clause(part[match.end() :], _TASK_ASIDE), actor, owner)
             )
-        if match := _REQUEST_LEAD.search(part):
+        if match := _REQUEST_LEAD.search(part) or _ANYONE_LEAD.search(part):
             return _verb_phrase(third_person(_first_clause(part[match.end() :], _TASK_ASIDE), actor, owner))
         if owner != actor and (wanted := _needed_from(part, owner, alone=not _asks_later(parts[k + 1 :], owner))):
             return _verb_phrase(f"send {actor} " + third_person(wanted, actor, owner))  # "I need the form from you"

@@ -985,6 +985,8 @@ def test_a_report_in_so_many_words_completes_the_task_it_joined() -> None:
         msgs = window((ANA, "can someone put the spare van keys back in the safe?"), (BEN, reply))
         [action] = actions_on(msgs, "m1", engine=opening(action_scale=0.5))
         assert action.owner_id == BEN.user_id and action.status == "done", (reply, action)
+        # What was asked of anyone is the task of the one who took it up, in their name.
+        assert action.description.startswith("Ben to put") and "van keys" in action.description, action.description
 
 
 def test_a_later_report_sharing_the_tasks_words_completes_it_however_far_it_runs_on() -> None:
