@@ -117,7 +117,7 @@ def tally(conv, records, applied, flagged) -> Counter:
     """Per gold replacement with both records: linked when an applied link joins records that carry its two
     decisions' evidence (`replaces`, as the link head is trained), wrong when a link touches either side
     otherwise; applied links that carry no gold replacement are false links."""
-    from pipeline.offline.contradiction import replaces
+    from pipeline.offline.contradiction import gold_replacements, replaces
 
     gold_of, replaced, contradicts = gold_links(conv, records)
     evidence = {d["id"]: set(d.get("evidence", [])) for d in conv.gold.get("decisions", [])}
@@ -138,7 +138,7 @@ def tally(conv, records, applied, flagged) -> Counter:
             c["asked"] += 1
         else:
             c["missed"] += 1
-    every = [(evidence[o], evidence[n]) for o, n in replaced]
+    every = gold_replacements(conv.gold.get("decisions", []))
     c["applied"] += len(applied)
     c["false_links"] += sum(not replaces(ids[a], ids[b], every) for a, b in applied)
     c["false_flags"] += sum(p not in replaced and frozenset(p) not in contradicts for p in asked)

@@ -619,7 +619,7 @@ def record_pairs(
     replaced = {(d["id"], d["superseded_by"]) for d in gold if d.get("superseded_by")}
     by_id = {m.id: m for m in conv.messages}
     ss = _record_sides(records)
-    replacements = gold_replacements(conv)
+    replacements = gold_replacements(gold)
     rows, labels, index = [], [], []
     index_of = {g: i for i, g in gold_of.items()}
     for j, record in enumerate(records):
@@ -642,14 +642,10 @@ def record_pairs(
     return rows, labels, index
 
 
-def gold_replacements(conv: Any) -> list[tuple[set[str], set[str]]]:
-    """(the replaced decision's evidence, its replacement's) of each gold replacement of `conv`."""
-    evidence = {d["id"]: set(d.get("evidence", [])) for d in conv.gold.get("decisions", [])}
-    return [
-        (evidence[old], evidence[new])
-        for old, new in ((d["id"], d.get("superseded_by")) for d in conv.gold.get("decisions", []))
-        if new in evidence
-    ]
+def gold_replacements(decisions: Sequence[dict]) -> list[tuple[set[str], set[str]]]:
+    """(the replaced decision's evidence, its replacement's) of each replacement among gold `decisions`."""
+    evidence = {d["id"]: set(d.get("evidence", [])) for d in decisions}
+    return [(evidence[d["id"]], evidence[d["superseded_by"]]) for d in decisions if d.get("superseded_by") in evidence]
 
 
 def replaces(older_ids: Sequence[str], newer_ids: Sequence[str], replacements: Sequence[tuple[set, set]]) -> bool:

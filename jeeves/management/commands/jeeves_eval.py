@@ -16,7 +16,6 @@ import re
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -287,7 +286,7 @@ def contradictions(pairs: dict[str, tuple[dict, dict | None]]) -> dict[str, Any]
                 false_flags += 1
         right += len(found)
         evidence = {d["id"]: _ids(d) for d in decisions}
-        changes = gold_replacements(SimpleNamespace(gold=conv["gold"]))
+        changes = gold_replacements(gold_decisions)
         for older, newer in got.get("supersessions") or []:
             replacements["applied"] += 1
             replacements["right"] += replaces(evidence.get(older, ()), evidence.get(newer, ()), changes)
