@@ -202,7 +202,10 @@ def _decisions(w: _Window) -> list[_Record]:
     return records
 
 
-def _decision_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
+def _decision_texts(w: _Window, record: _Record) -> tuple[list[str], list[str]]:
+    """What a decision record says, restated, and the texts it rests on: one decision, or one per part of its
+    core message when several of its parts each state one (`_stated_parts`: "Agreed: (1) prices up 6% from
+    February. (2) no new hires until the forecast.")."""
     ids = ([record.proposal] if record.proposal is not None else []) + record.evidence
     sources = [w.msgs[i].text for i in ids]
     # The message that states it best by the `decision_ev` head, of those that say enough to restate (four content
@@ -217,9 +220,44 @@ def _decision_text(w: _Window, record: _Record) -> tuple[str, list[str]]:
     )
     if record.proposal is not None:
         core_at = record.proposal
+    author = w.name(w.msgs[core_at].author_id)
+    if len(parts := _stated_parts(w, core_at)) >= 2:
+        return [restate.decision(part, author, sources) for part in parts], sources
     best, also, after = _core(w, core_at)
     # The decision itself, as knowledge: who decided and when are fields of the record, said by the answer.
-    return restate.decision(best, w.name(w.msgs[core_at].author_id), sources, also=also, after=after), sources
+    return [restate.decision(best, author, sources, also=also, after=after)], sources
+
+
+# An item of a list said in one line: "(2) ...", "b) ...", "; 3) ...".
+_INLINE_ITEM = re.compile(r"(?:^|(?<=[\s;,:]))\(?(?:[1-9]|[a-h])\)\s+")
+_LINE_ITEM = re.compile(r"^\s*(?:\(?(?:[1-9]|[a-h])[.)]|[-\u2022*\u2013])\s+")
+
+
+def _items(text: str) -> list[str]:
+    """A message's list items, without their numbers or bullets, each a sentence or more: lines that open on
+    "1.", "2)", "(b)", "-" or a bullet, or "(1) ... (2) ..." in a line. Empty when it holds no list of two."""
+    items: list[str] = []
+    for line in text.splitlines():
+        if _LINE_ITEM.match(line):
+            items.append(_LINE_ITEM.sub("", line))
+        elif len(inline := _INLINE_ITEM.split(line)) > 2:  # a lead-in and two items at least
+            items += inline[1:]
+    items = [item.strip(" ;,") for item in items if item.strip(" ;,")]
+    return items if len(items) >= 2 else []
+
+
+def _stated_parts(w: _Window, i: int) -> list[str]:
+    """The list items of message `i` (`_items`, four words or more, none asking a member to act) that each state a
+    decision: the `decision_ev` head scores each, had the message said it alone, at least `decision_split` of
+    its threshold (the engine's `decision_split`; 0: none)."""
+    split = w.scored.engine.params.get("decision_split", 0.0)
+    if not split:
+        return []
+    parts = [p for p in _items(w.msgs[i].text) if len(restate.clean(p).split()) >= 4 and not _asks_member(w, p)]
+    if len(parts) < 2:
+        return []
+    bar = split * w.scored.engine.threshold("decision_ev")
+    return [p for p in parts if _sentence_score(w, i, p, "decision_ev") >= bar]
 
 
 # A decision said over several sentences ("Talked to the landlord today. We take the second floor from May. Rent
@@ -1009,26 +1047,28 @@ def extract(
         joining = [i for i in record.evidence if w.pending[i]] if not w.pending[record.anchor] else []
         if not w.pending[record.anchor] and not joining:
             continue
-        summary, sources = _decision_text(w, record)
-        if not summary:
-            continue
-        summary = restate.dated(summary, w.day(record.anchor))
+        summaries, sources = _decision_texts(w, record)
+        if joining:  # the messages join the decision(s) stored then: one continuation carries them
+            summaries = summaries[:1]
         ids = ([record.proposal] if record.proposal is not None else []) + record.evidence
         if joining:
             ids = [record.anchor, *joining]
         ids = _uncarried(w, ids, record.anchor, carried)
         msg_ids, tags = _cited(w, ids)
-        decisions.append(
-            ExtractedDecision(
-                summary=summary[:400],
-                rationale=_rationale(w, ids, sources),
-                tags=tags,
-                decided_by=list(dict.fromkeys(w.msgs[i].author_id for i in record.evidence)),
-                source_msg_ids=msg_ids,
-                confidence=w.scored.confidence("decision", max(w.scored.p("decision_ev", i) for i in record.evidence)),
-                continues=bool(joining),
+        for summary in filter(None, summaries):
+            decisions.append(
+                ExtractedDecision(
+                    summary=restate.dated(summary, w.day(record.anchor))[:400],
+                    rationale=_rationale(w, ids, sources),
+                    tags=tags,
+                    decided_by=list(dict.fromkeys(w.msgs[i].author_id for i in record.evidence)),
+                    source_msg_ids=msg_ids,
+                    confidence=w.scored.confidence(
+                        "decision", max(w.scored.p("decision_ev", i) for i in record.evidence)
+                    ),
+                    continues=bool(joining),
+                )
             )
-        )
     found_actions = _actions(w)
     actions: list[ExtractedAction] = []
     for record in found_actions:

@@ -218,6 +218,49 @@ def test_agreeing_to_a_decision_does_not_repeat_it() -> None:
     assert [d for d in decisions if "m4" in d.source_msg_ids] in ([], on_m3), decisions
 
 
+def splitting(split: float = 0.01) -> model.Engine:
+    """`opening`'s engine with every list item that states a decision at `split` of the head's threshold split."""
+    engine = opening(decision_scale=0.5)
+    return dataclasses.replace(engine, params={**engine.params, "decision_split": split})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Notes from the depot meeting, all agreed:\n1. The loading bay opens at six from next Monday.\n"
+        "2. Overtime stays capped at ten hours a week per driver.\n3. Weekend deliveries pause until the new van "
+        "arrives.",
+        "Settled on the call: (a) the loading bay opens at six from next Monday; (b) overtime stays capped at ten "
+        "hours a week per driver; (c) weekend deliveries pause until the new van arrives.",
+        "Outcome of the review:\n- loading bay opens at six from next Monday\n- overtime stays capped at ten hours "
+        "a week per driver\n\u2022 weekend deliveries pause until the new van arrives",
+    ],
+)
+def test_a_list_of_decisions_in_one_message_gives_one_record_per_item(text: str) -> None:
+    msgs = window((CARA, "what did the depot meeting land on?"), (ANA, text), (BEN, "thanks, clear"))
+    on_m2 = [d for d in extract(msgs, CTX, engine=splitting()).decisions if "m2" in d.source_msg_ids]
+    assert len(on_m2) == 3, on_m2
+    said = [d.summary.lower() for d in on_m2]
+    for word, record in zip(("loading bay", "overtime", "weekend"), said, strict=True):
+        assert word in record, said
+    for d in on_m2:
+        assert not re.match(r"^\W*(?:\(?[0-9a-c][.)]|[-\u2022])", d.summary), d.summary  # no number or bullet kept
+        assert ANA.user_id in d.decided_by
+        assert longest_common_run(d.summary, text) < 10
+
+
+def test_a_decision_said_in_two_sentences_stays_one_record_and_splitting_is_off_by_default() -> None:
+    prose = (
+        "Right, settled: the loading bay opens at six from next Monday. Overtime stays capped at ten hours a "
+        "week per driver."
+    )
+    listed = "Settled:\n1. The loading bay opens at six from next Monday.\n2. Overtime stays capped at ten hours."
+    for text, engine, records in ((prose, splitting(), 1), (listed, opening(decision_scale=0.5), 1)):
+        msgs = window((CARA, "where did we land on the depot hours?"), (ANA, text))
+        on_m2 = [d for d in extract(msgs, CTX, engine=engine).decisions if "m2" in d.source_msg_ids]
+        assert len(on_m2) == records, (text, on_m2)
+
+
 def test_chit_chat_gives_no_records_and_no_signals() -> None:
     msgs = window(
         (ANA, "morning all"),
