@@ -6,7 +6,8 @@ every status miss instead (open or done against the gold's, and whether the owne
 
 On train the figures are cross-validated, as `jeeves train` reports them: each conversation replayed by
 the engine of the fold that did not see it (the five fold engines are fitted here, about 4 minutes, with
-the committed engine's parameters). On any other folder the committed engine replays it. Read train's
+the committed engine's parameters; `--cache FILE` reads them from `bench/decision_misses.py --cache FILE` instead,
+about 2 minutes). On any other folder the committed engine replays it. Read train's
 misses to find what a rule gets wrong in general; dev is for the figure only. `--quick` (CI smoke): the
 committed engine over the first three dev conversations.
 """
@@ -29,11 +30,15 @@ django.setup()
 from pipeline.offline import artefacts, corpus, deadlines, learn, model, replay  # noqa: E402
 
 
-def _engines(convs: list[corpus.Conversation], folder: Path):
-    """conversation id → the engine that replays it."""
+def _engines(convs: list[corpus.Conversation], folder: Path, cache: Path | None = None):
+    """conversation id → the engine that replays it (on train, read from `cache` when it exists)."""
     if folder.resolve() != corpus.TRAIN.resolve():
         engine = model.load()
         return {c.id: engine for c in convs}
+    if cache is not None and cache.exists():
+        from bench._common import load_fold_engines
+
+        return load_fold_engines(cache)
     _, meta = artefacts.load(model.NAME)
     by_index = learn.replay_engines(convs, meta, meta.get("seed", 0))  # as `jeeves train` fits each fold
     return {convs[k].id: engine for k, engine in by_index.items()}
@@ -45,10 +50,13 @@ def main() -> None:
     parser.add_argument("--quiet", action="store_true", help="the figures only")
     parser.add_argument("--quick", action="store_true", help="a smoke run (CI): three dev conversations")
     parser.add_argument("--status", action="store_true", help="list status misses (open / done) instead")
+    parser.add_argument(
+        "--cache", metavar="FILE", help="on train: the fold engines from `bench/decision_misses.py --cache FILE`"
+    )
     args = parser.parse_args()
     folder = corpus.DEV if args.quick else Path(args.folder)
     convs = corpus.load_dir(folder)[: 3 if args.quick else None]
-    engines = _engines(convs, folder)
+    engines = _engines(convs, folder, Path(args.cache) if args.cache else None)
     runs = [replay.run(c, engines[c.id], labels=False) for c in convs]
     right = total = 0
     for run in runs:

@@ -60,7 +60,10 @@ _SAME_DAY = re.compile(
     r"|by \d{1,2}(?::\d\d)?(?=\s*(?:$|[.,!?;)]|and\b|or\b|latest\b|at the latest))"
     r"|(?:by |after )lunch(?:time)?|(?:by )?close of (?:play|business)|cop|cob|eob"
     r"|(?:with)?in (?:an|the next|the|one|two|three|a couple of|\d{1,2}) (?:hours?|hrs?|minutes|mins)"
-    r"|within the hour|right now|now now)\b"
+    r"|within the hour|right now|now now"
+    # "doing it now", "call them now pls": at once, today. Not a sentence's "Now, …", nor "for now" (meanwhile),
+    # "from now on", "just now" / "until now" (the past), "by now", "now that …".
+    r"|(?<=\w )(?<!for )(?<!from )(?<!just )(?<!until )(?<!till )(?<!by )(?<!as of )now(?! that\b| on\b| and then\b))\b"
 )
 _TOMORROW = re.compile(r"\b(?:tomorrow|tmrw|tmr)\b")
 _NEXT_WEEKDAY = re.compile(rf"\b(?:next {_WD}|{_WD} next week|end of next week|next week)")

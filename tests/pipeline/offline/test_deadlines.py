@@ -78,6 +78,13 @@ MONDAY = date(2026, 3, 2)
         ("if the data lands by Tuesday I can publish Thursday", date(2026, 3, 5)),
         # "before then": the day before the date just named.
         ("the auditors arrive on the 12th, I need the ledger before then", date(2026, 3, 11)),
+        # "now" is today, as the conventions say; not "for now", "from now on", "just now" or a sentence's "Now, ...".
+        ("rebooking the courier now", date(2026, 3, 2)),
+        ("ring the landlord now please", date(2026, 3, 2)),
+        ("leave the old rota in place for now", None),
+        ("from now on the gate code changes monthly", None),
+        ("the invoice landed just now", None),
+        ("Now, the catering question", None),
         ("give me 10 mins", None),
         ("cut the budget by 5 percent", None),
         ("no date at all", None),
