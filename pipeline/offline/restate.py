@@ -283,7 +283,7 @@ _DECISION_ASIDE = re.compile(
 # close early on Saturdays"): the owner's task ends there.
 _TASK_ASIDE = re.compile(_ASIDE.pattern[:-1] + r"|,\s+(?i:we|they|he|she)\b(?!\s+(?:to|and|or)\b))")
 _REQUEST_LEAD = re.compile(
-    r"^.*?\b(?:can|could|would|will) you(?: please| pls| also| maybe)?\s+|^.*?\bplease\s+|^.*?\bpls\s+"
+    r"^.*?\b(?:can|could|would|will) (?:you|u)(?: please| pls| also| maybe)?\s+|^.*?\bplease\s+|^.*?\bpls\s+"
     r"|^.*?\bneed you to\s+|^.*?\bare you(?: two| both| all)? (?:ok|okay|able|happy|free|available) to\s+"
     r"|^.*?\bmind\s+(?=\w+ing\b)",
     re.IGNORECASE,

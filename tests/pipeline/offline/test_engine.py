@@ -1022,6 +1022,14 @@ def test_the_owners_answer_right_after_the_task_reports_it_done_unless_it_takes_
         assert action.status == "open" and action.deadline == due, (reply, action)
 
 
+def test_a_request_in_chat_spelling_is_restated_as_the_task() -> None:
+    # "can u" is "can you": the task is what follows, in the owner's name.
+    msgs = window((ANA, "@ben can u swap the toner in the second floor printer"), (BEN, "sure"))
+    [action] = actions_on(msgs, "m1", engine=opening(action_scale=0.5))
+    assert action.owner_id == BEN.user_id, action
+    assert action.description.startswith("Ben to swap") and "toner" in action.description, action.description
+
+
 def test_a_report_in_so_many_words_completes_the_task_it_joined() -> None:
     # The reply that takes up a request nobody was named for is its report too; so is a check mark beside it.
     for reply in ("done ✅", "back in the safe ✅"):
