@@ -679,7 +679,7 @@ def _said_task(w: _Window, record: _Record) -> tuple[str, list[str]]:
     actor = w.name(msg.author_id)
     # A promise's "you" is whoever the owner answers: the last one before it who is not its author.
     answered = next((m.author_id for m in reversed(w.msgs[: record.anchor]) if m.author_id != msg.author_id), None)
-    said = record.segment if record.segment is not None else msg.text
+    said = record.segment if record.segment is not None else _owners_item(w, record) or msg.text
     if record.owner and record.owner.handle:  # "@rafa tell the drivers …": the handle opens no task
         said = re.sub(rf"^\s*@{re.escape(record.owner.handle)}\b[\s,:]*", "", said, flags=re.IGNORECASE) or said
     task = restate.task(said, actor, owner, w.name(answered) if answered else None)
@@ -697,6 +697,26 @@ def _said_task(w: _Window, record: _Record) -> tuple[str, list[str]]:
             task = task[0].lower() + task[1:]  # "Tell them …" said after "to" reads "to tell them …"
         text = restate.sentence(f"{owner} to {task}" if task else f"{owner} to follow up on {actor}'s request")
     return restate.fit(text, sources), sources
+
+
+def _owners_item(w: _Window, record: _Record) -> str | None:
+    """In a message that lists things (`_items`: "Agreed: (1) … Leila updates it by Friday. (2) …"), the first
+    item that is the owner's task: the one naming them (what it says they do: "Leila updates the list by Friday" is
+    "update the list by Friday"), or for a promise the one that commits ("3. I'll send the
+    minutes"). None in a message that is no list, or when no item is theirs."""
+    owner = record.owner
+    items = _items(w.msgs[record.anchor].text) if owner is not None else []
+    if not items:
+        return None
+    if owner.user_id == w.msgs[record.anchor].author_id:
+        return next((item for item in items if _COMMITS.search(item)), None)
+    names = [n for n in (owner.handle, restate.first_name(owner.name) if owner.name else None) if n]
+    for item in items:
+        if found := re.search(rf"@?\b(?:{'|'.join(map(re.escape, names))})\b", item, re.IGNORECASE):
+            # what the item says from their name on is their part ("prices up 6%, Leila updates the list by Friday")
+            theirs = restate.from_third_person(item[found.end() :].lstrip(" :,-\u2013"))
+            return theirs if len(theirs.split()) >= 2 and restate.starts_with_verb(theirs) else item
+    return None
 
 
 def _gapped_verb(w: _Window, record: _Record, actor: str, owner: str) -> str:

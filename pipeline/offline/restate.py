@@ -700,6 +700,18 @@ def base_form(phrase: str) -> str:
     return phrase
 
 
+def from_third_person(phrase: str) -> str:
+    """A task said of its owner in the present ("updates the rota by Friday", said after their name) in the base
+    form that follows "to" ("update the rota by Friday"), by lemminflect's dictionary; else `phrase` as it is."""
+    first, _, rest = phrase.partition(" ")
+    word = first.casefold()
+    if len(word) > 3 and word.endswith("s") and word.isalpha():
+        lemmas = getLemma(word, upos="VERB")
+        if lemmas and lemmas[0] != word and starts_with_verb(lemmas[0]):
+            return f"{lemmas[0]} {rest}".strip()
+    return phrase
+
+
 def starts_with_verb(phrase: str) -> bool:
     """Does `phrase` open on a verb in its base form ("send the deck", not "new date: …" or "is done"),
     by lemminflect's dictionary: only such a phrase reads after "to"."""

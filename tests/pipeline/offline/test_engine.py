@@ -249,6 +249,20 @@ def test_a_list_of_decisions_in_one_message_gives_one_record_per_item(text: str)
         assert longest_common_run(d.summary, text) < 10
 
 
+def test_a_task_in_a_list_is_restated_from_its_own_item() -> None:
+    # The item naming the owner says their task; a promise in a list is the item that commits.
+    listed = (
+        "Wrap-up from Monday, agreed: (1) the loading bay opens at six from next week, @ben updates the rota by "
+        "Friday. (2) overtime stays capped at ten hours."
+    )
+    promised = "Notes:\n1. Loading bay opens at six from next week.\n2. I'll send the new rota round by Thursday."
+    engine = opening(action_scale=0.5, decision_scale=0.5)
+    for text, owner, said in ((listed, BEN, "Ben to update the rota"), (promised, ANA, "Ana to send the new rota")):
+        msgs = window((CARA, "what did the depot meeting land on?"), (ANA, text), (BEN, "ok"))
+        mine = [a for a in extract(msgs, CTX, engine=engine).actions if a.owner_id == owner.user_id]
+        assert len(mine) == 1 and mine[0].description.startswith(said), mine
+
+
 def test_a_decision_said_in_two_sentences_stays_one_record_and_splitting_is_off_by_default() -> None:
     prose = (
         "Right, settled: the loading bay opens at six from next Monday. Overtime stays capped at ten hours a "
