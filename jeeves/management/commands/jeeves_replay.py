@@ -106,7 +106,14 @@ class Replayer:
     def _post(self, event: dict) -> str:
         response = self.client.post("/wire/events", json=event)
         if response.status_code >= 400:
-            raise CommandError(f"the bridge answered {response.status_code} to a {event['type']} event")
+            try:  # the bridge's one-line reason names the field and the fault, never a value
+                reason = response.json().get("error", "")
+            except ValueError:
+                reason = ""
+            raise CommandError(
+                f"the bridge answered {response.status_code} to a {event['type']} event"
+                + (f": {reason}" if reason else "")
+            )
         return str(response.json().get("status", ""))
 
     def replay(self, conv: dict) -> dict[str, int]:
