@@ -701,9 +701,9 @@ def _said_task(w: _Window, record: _Record) -> tuple[str, list[str]]:
 
 def _owners_item(w: _Window, record: _Record) -> str | None:
     """In a message that lists things (`_items`: "Agreed: (1) … Leila updates it by Friday. (2) …"), the first
-    item that is the owner's task: the one naming them (what it says they do: "Leila updates the list by Friday" is
-    "update the list by Friday"), or for a promise the one that commits ("3. I'll send the
-    minutes"). None in a message that is no list, or when no item is theirs."""
+    item that is the owner's task: the one naming them (what it says they do: "Leila updates the list by Friday"
+    is "update the list by Friday"), or for a promise the one that commits ("3. I'll send the minutes"). None in a
+    message that is no list, or when no item is theirs."""
     owner = record.owner
     items = _items(w.msgs[record.anchor].text) if owner is not None else []
     if not items:
@@ -711,7 +711,7 @@ def _owners_item(w: _Window, record: _Record) -> str | None:
     if owner.user_id == w.msgs[record.anchor].author_id:
         return next((item for item in items if _COMMITS.search(item)), None)
     names = [n for n in (owner.handle, restate.first_name(owner.name) if owner.name else None) if n]
-    for item in items:
+    for item in items if names else []:
         if found := re.search(rf"@?\b(?:{'|'.join(map(re.escape, names))})\b", item, re.IGNORECASE):
             # what the item says from their name on is their part ("prices up 6%, Leila updates the list by Friday")
             theirs = restate.from_third_person(item[found.end() :].lstrip(" :,-\u2013"))
