@@ -372,6 +372,30 @@ def _segments(text: str, people: list[Member]) -> list[tuple[Member, str]]:
     ]
 
 
+# A member's name said as the subject of a task in a list item: "Leila updates …", "Ben will book …", "Cara to send …".
+_SUBJECT = re.compile(r"(?:^|[\s,;:(])@?([A-Z][\w\u00C0-\u024F'-]+)\s+(?:(will|to|is to)\s+)?([a-z]+)\b")
+
+
+def _listed_tasks(w: _Window, i: int) -> list[tuple[Member, str]]:
+    """The tasks a list message (`_items`) gives members by name, one per item at most: an item where a member
+    other than the author is the subject of a verb ("Leila updates it by Friday", "Amani will book the tent"),
+    as (member, what they do in the base form: "update it by Friday")."""
+    out: list[tuple[Member, str]] = []
+    for item in _items(w.msgs[i].text):
+        for match in _SUBJECT.finditer(item):
+            member = w.ctx.member_by_name(match.group(1)) or next(
+                (m for m in w.ctx.members if m.handle and m.handle.casefold() == match.group(1).casefold()), None
+            )
+            if member is None or member.user_id in (w.msgs[i].author_id, *w.ctx.bot_ids):
+                continue
+            rest = item[match.start(3) :]
+            said = rest if match.group(2) else restate.from_third_person(rest)
+            if (match.group(2) or said != rest) and restate.starts_with_verb(said):
+                out.append((member, said))
+                break
+    return out
+
+
 def _actions(w: _Window) -> list[_Record]:
     """Actions open at messages the anchor head claims; other action evidence joins the latest action
     its author owns (an acknowledgement, "done") or, close by, the latest action."""
@@ -405,6 +429,9 @@ def _actions(w: _Window) -> list[_Record]:
         if not anchor:
             if records and i - records[-1].evidence[-1] <= params["join_gap"]:
                 records[-1].evidence.append(i)
+            continue
+        if listed := _listed_tasks(w, i):  # "(1) … Leila updates the list by Friday. (2) … Ben books the van."
+            records += [_Record("action", [i], owner=p, segment=seg) for p, seg in listed]
             continue
         people = w.addressees[i]
         if people and not w.scored.over("owner_is_author", i) and not _commits_apart(w, i):

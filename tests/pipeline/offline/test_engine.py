@@ -263,6 +263,21 @@ def test_a_task_in_a_list_is_restated_from_its_own_item() -> None:
         assert len(mine) == 1 and mine[0].description.startswith(said), mine
 
 
+def test_tasks_a_list_gives_members_by_name_are_theirs_one_each() -> None:
+    # "Ben will redo …", "Cara books …": each named member's item is their task, dated by what it says.
+    text = (
+        "Plan for the fortnight:\n- Ben will redo the fire warden rota by Friday\n- Cara books the first aid course"
+        " for May\n- the canteen closes early on Fridays"
+    )
+    msgs = window((ANA, text), (CARA, "on it"))
+    actions = extract(msgs, CTX, engine=opening(action_scale=0.5)).actions
+    by_owner = {a.owner_id: a for a in actions if "m1" in a.source_msg_ids}
+    assert set(by_owner) == {BEN.user_id, CARA.user_id}, actions
+    assert by_owner[BEN.user_id].description.startswith("Ben to redo the fire warden rota"), by_owner
+    assert by_owner[BEN.user_id].deadline == date(2026, 5, 8)
+    assert by_owner[CARA.user_id].description.startswith("Cara to book the first aid course"), by_owner
+
+
 def test_a_decision_said_in_two_sentences_stays_one_record_and_splitting_is_off_by_default() -> None:
     prose = (
         "Right, settled: the loading bay opens at six from next Monday. Overtime stays capped at ten hours a "
