@@ -61,6 +61,9 @@ _SAME_DAY = re.compile(
     r"|(?:by |after )lunch(?:time)?|(?:by )?close of (?:play|business)|cop|cob|eob"
     r"|(?:with)?in (?:an|the next|the|one|two|three|a couple of|\d{1,2}) (?:hours?|hrs?|minutes|mins)"
     r"|within the hour|right now|now now"
+    # "read-only at 5", "on it at 4:30pm", "at noon": an hour of the day said for doing it, nothing after it that
+    # makes it a quantity ("at 5%", "at 5 stores").
+    rf"|at (?:{_HOUR}|\d{{1,2}}(?::\d\d)?(?=\s*(?:$|[.,!?;)]|and\b|or\b|today\b|tonight\b|sharp\b)))"
     # "doing it now", "call them now pls": at once, today. Not a sentence's "Now, …", nor "for now" (meanwhile),
     # "from now on", "just now" / "until now" (the past), "by now", "now that …".
     r"|(?<=\w )(?<!for )(?<!from )(?<!just )(?<!until )(?<!till )(?<!by )(?<!as of )now(?! that\b| on\b| and then\b))\b"

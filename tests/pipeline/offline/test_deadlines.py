@@ -85,6 +85,10 @@ MONDAY = date(2026, 3, 2)
         ("from now on the gate code changes monthly", None),
         ("the invoice landed just now", None),
         ("Now, the catering question", None),
+        # An hour of the day said for doing it is today; a figure after "at" is no hour.
+        ("switching the old site off at 6 and I'll confirm", date(2026, 3, 2)),
+        ("the call with the printers at 3:30pm", date(2026, 3, 2)),
+        ("prices rise at 4% a year", None),
         ("give me 10 mins", None),
         ("cut the budget by 5 percent", None),
         ("no date at all", None),
