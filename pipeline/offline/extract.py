@@ -383,9 +383,7 @@ def _listed_tasks(w: _Window, i: int) -> list[tuple[Member, str]]:
     out: list[tuple[Member, str]] = []
     for item in _items(w.msgs[i].text):
         for match in _SUBJECT.finditer(item):
-            member = w.ctx.member_by_name(match.group(1)) or next(
-                (m for m in w.ctx.members if m.handle and m.handle.casefold() == match.group(1).casefold()), None
-            )
+            member = w.ctx.member_by_name(match.group(1)) or w.ctx.member_by_handle(match.group(1))
             if member is None or member.user_id in (w.msgs[i].author_id, *w.ctx.bot_ids):
                 continue
             rest = item[match.start(3) :]
