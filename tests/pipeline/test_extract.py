@@ -608,3 +608,38 @@ def test_a_burst_read_again_by_the_next_run_does_not_count_its_entities_twice(je
     _extracted_alone(channel, "e2")
     after = dict(Entity.objects.filter(channel_ids__contains=[channel.channel_id]).values_list("name", "mention_count"))
     assert after == counts
+
+
+def test_several_decisions_on_one_message_are_kept_apart_and_written_once_when_the_run_is_redelivered(
+    jeeves_settings, redis_client
+):
+    """The offline engine gives a list of decisions one record per item, all resting on the one message: each is
+    its own row (its key's ordinal among the run's decisions on those ids), and the same run delivered again
+    writes none of them twice."""
+    from pipeline.schemas import ExtractedDecision, ExtractResult
+
+    ana, ben = (f"{uuid.uuid4()}@wire.example" for _ in range(2))
+    channel = _channel_with(
+        [
+            ("s1", ben, "what did the depot review settle?", []),
+            (
+                "s2",
+                ana,
+                "Settled:\n1. The loading bay opens at six from next week.\n2. Overtime stays capped at ten hours."
+                "\n3. Weekend deliveries pause until the new van arrives.",
+                [],
+            ),
+        ],
+        [(ana, "Ana Lopez", "ana"), (ben, "Ben Okafor", "ben")],
+    )
+    win = window.read(channel.channel_id)
+    said = ("Loading bay opens at six from next week.", "Overtime capped at ten hours.", "Weekend deliveries paused.")
+    result = ExtractResult(
+        decisions=[ExtractedDecision(summary=s, decided_by=[ana], source_msg_ids=["s2"], confidence=0.9) for s in said]
+    )
+    ctx = classify.build_context(channel)
+    for _ in range(2):  # the run, and the run redelivered
+        extract._write(channel, ctx, win, {"s1", "s2"}, result, "local", "offline")
+        stored = Decision.objects.filter(channel=channel).order_by("friendly_id")
+        assert [d.summary for d in stored] == list(said)
+        assert len({d.source_key for d in stored}) == 3 and all(d.source_ref["wire_msg_ids"] == ["s2"] for d in stored)
