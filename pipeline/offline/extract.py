@@ -570,6 +570,26 @@ def _moves_date(w: _Window, record: _Record, j: int) -> bool:
 
 
 _SELF = re.compile(r"\b(?:i'll|ill|i will|i'm|im|i am|i can|i'd|me|myself)\b", re.IGNORECASE)
+# "I send it today", "I redo the sections": the plain present said of what one is about to do is a promise in much
+# written English (a second language's above all); not a verb of thinking, wanting or having ("I think", "I need the
+# list", "I have two").
+_I_VERB = re.compile(r"\bi\s+([a-z]+)\b(?!['\u2019])", re.IGNORECASE)
+_NOT_PROMISED = frozenset(
+    """think guess wonder need want know mean feel hope like love hate see agree believe suppose understand remember
+    forget prefer have do reckon expect doubt miss wish""".split()
+)
+
+
+def _promises(w: _Window, text: str) -> bool:
+    """Does `text` promise something of its author's own ("I'll …", "me"; "I send it today", said and not asked,
+    when no sentence of it asks a member to act)?"""
+    if _SELF.search(text):
+        return True
+    parts = restate.sentences(text)
+    if any(_asks_member(w, part) for part in parts):
+        return False
+    said = (m.group(1).casefold() for part in parts if "?" not in part for m in _I_VERB.finditer(part))
+    return any(word not in _NOT_PROMISED and restate.is_plain_verb(word) for word in said)
 
 
 def _taken_up(w: _Window, records: list[_Record]) -> list[_Record]:
@@ -582,7 +602,7 @@ def _taken_up(w: _Window, records: list[_Record]) -> list[_Record]:
         author = w.msgs[a].author_id
         if record.segment is not None or record.owner is None or record.owner.user_id != author:
             continue
-        if _SELF.search(w.msgs[a].text):
+        if _promises(w, w.msgs[a].text):
             continue  # the author's own commitment
         for j in range(a + 1, min(a + 3, len(w.msgs))):
             reply = w.msgs[j]

@@ -782,6 +782,12 @@ def _droppable_before(word: str, following: str) -> bool:
     return True
 
 
+def is_plain_verb(word: str) -> bool:
+    """Is `word` (lower case) the plain form of a verb ("send", "redo"), not a past or a participle ("sent"), nor
+    a word that is an adverb too ("still", "then")?"""
+    return "ADV" not in _classes(word) and _is_form(word, ("VB",))
+
+
 def _is_form(word: str, tags: tuple[str, ...]) -> bool:
     """Is `word` one of the forms `tags` (Penn tags: VBN, VBG) of some verb, by lemminflect's dictionary?"""
     return any(word in getInflection(lemma, tag) for lemma in getAllLemmas(word).get("VERB", ()) for tag in tags)

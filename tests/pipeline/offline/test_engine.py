@@ -8,6 +8,7 @@ an evalset message): the engine is judged on language it was not fitted on.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
 import re
 from datetime import UTC, date, datetime, timedelta
@@ -1136,3 +1137,22 @@ def test_a_sprint_named_as_a_date_is_its_last_working_day_once_its_dates_were_sa
     )
     [action] = actions_on(msgs, "m2")
     assert action.deadline == date(2026, 5, 15)
+
+
+def test_a_promise_in_the_plain_present_stays_its_authors_when_another_member_answers() -> None:
+    # "I send the signed lease tomorrow" is the author's promise, as "I'll send" is: a colleague's "ok" or a note of
+    # their own after it does not make the task theirs.
+    for reply in ("ok", "sounds good", "the ladder is in the back shed"):
+        msgs = window((ANA, "I send the signed lease to the landlord tomorrow"), (BEN, reply))
+        found = actions_on(msgs, "m1", engine=opening(action_scale=0.5))
+        assert found and all(a.owner_id == ANA.user_id for a in found), (reply, found)
+    # Asked ("shall I send …?") or said beside a request to someone ("Ben, can you …"), the present is no promise of
+    # the author's alone: who answers may be taking the task.
+    engine_extract = importlib.import_module("pipeline.offline.extract")  # the module, not the function it exports
+    w = engine_extract._Window(msgs=[], ctx=CTX, scored=None, pending=[])  # _promises reads no score
+    assert engine_extract._promises(w, "I repaint the fire doors on Thursday.")
+    assert not engine_extract._promises(w, "Shall I repaint the fire doors on Thursday?")
+    assert not engine_extract._promises(w, "I repaint the doors on Thursday. Ben, can you sand them first?")
+    assert not engine_extract._promises(w, "I think the doors need a second coat.")
+    assert not engine_extract._promises(w, "I still need the primer.")
+    assert not engine_extract._promises(w, "I don't mind which colour.")
