@@ -49,6 +49,15 @@ class ChannelContext:
         first = [m for m in self.members if m.name and _norm(m.name).split(" ")[0] == wanted]
         return first[0] if len(first) == 1 else None
 
+    def member_called(self, word: str) -> Member | None:
+        """The member one word calls: their name (`member_by_name`), else the one member whose name has that word
+        in another place ("Huy" for "Bùi Đức Huy", whose given name comes last), else their handle."""
+        if found := self.member_by_name(word):
+            return found
+        wanted = _norm(word)
+        named = [m for m in self.members if m.name and wanted in _norm(m.name).split(" ")[1:]]
+        return named[0] if len(named) == 1 else self.member_by_handle(word)
+
     def display_name(self, user_id: str) -> str:
         """A human name for `user_id`: display name, else @handle, else the bare id."""
         for member in self.members:

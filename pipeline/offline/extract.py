@@ -96,6 +96,11 @@ class _Window:
         return deadlines.local_date(self.msgs[i].ts, self.ctx.timezone)
 
 
+# A word opening a clause before a comma, a colon or a request ("Ana, …", "Tuấn: …", "Huy pls …"): a name said to
+# its bearer, when it is a member's.
+_CALLED = re.compile(r"(?:^|[.!?:;,]\s*)([^\W\d_][^\W\d_'-]*)(?=\s*[,:]|\s+(?:can|could|please|pls|would)\b)")
+
+
 def addressees(msg: WindowMessage, ctx: ChannelContext) -> list[Member]:
     """Members a message speaks to: @mentions in order, else a first name opening a clause."""
     people: list[Member] = []
@@ -105,10 +110,10 @@ def addressees(msg: WindowMessage, ctx: ChannelContext) -> list[Member]:
             people.append(member)
     if people:
         return people
-    for match in re.finditer(
-        r"(?:^|[.!?:;,]\s*)([A-Z][a-z]+)(?=\s*[,:]|\s+(?:can|could|please|pls|would)\b)", msg.text
-    ):
-        member = ctx.member_by_name(match.group(1))
+    for match in _CALLED.finditer(msg.text):
+        if not match.group(1)[0].isupper():
+            continue
+        member = ctx.member_called(match.group(1))
         if member and member.user_id != msg.author_id and member.user_id not in ctx.bot_ids and member not in people:
             people.append(member)
     return people

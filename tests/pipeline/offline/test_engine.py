@@ -23,6 +23,7 @@ from pipeline.context import ChannelContext
 from pipeline.members import Member
 from pipeline.offline import artefacts, model
 from pipeline.offline.classify import classify
+from pipeline.offline.extract import addressees as engine_addressees
 from pipeline.offline.extract import extract
 from pipeline.offline.restate import MAX_SHARE, kept_share
 from pipeline.window import WindowMessage
@@ -1156,3 +1157,23 @@ def test_a_promise_in_the_plain_present_stays_its_authors_when_another_member_an
     assert not engine_extract._promises(w, "I think the doors need a second coat.")
     assert not engine_extract._promises(w, "I still need the primer.")
     assert not engine_extract._promises(w, "I don't mind which colour.")
+
+
+def test_a_request_to_a_member_called_by_a_given_name_last_or_an_accented_one_is_theirs() -> None:
+    # Names are not all "First Last" in ASCII: a given name said last ("Nguyễn Thị Lan" is Lan), an accented first
+    # name, or a short name that is the member's handle all call that member.
+    lan = Member("l5@acme.example", name="Nguyễn Thị Lan", handle="lan.nguyen")
+    elodie = Member("e6@acme.example", name="Élodie Martin", handle="elo")
+    ctx = dataclasses.replace(CTX, members=(ANA, BEN, lan, elodie, BOT))
+    for text, owner in (
+        ("Lan can you renew the fire safety certificate for the workshop by Friday?", lan),
+        ("Élodie, please order the visitor badges for the open day", elodie),
+        ("Elo, please order the visitor badges for the open day", elodie),
+    ):
+        msgs = window((ANA, text), (owner, "sure"))
+        assert [m.user_id for m in engine_addressees(msgs[0], ctx)] == [owner.user_id], text
+        found = [a for a in extract(msgs, ctx, engine=opening(action_scale=0.5)).actions if "m1" in a.source_msg_ids]
+        assert found and found[0].owner_id == owner.user_id, (text, found)
+    # Two members sharing the word are not called by it.
+    twin = Member("t7@acme.example", name="Tran Van Lan", handle="tvl")
+    assert dataclasses.replace(CTX, members=(ANA, lan, twin)).member_called("Lan") is None
