@@ -96,9 +96,21 @@ class _Window:
         return deadlines.local_date(self.msgs[i].ts, self.ctx.timezone)
 
 
-# A word opening a clause before a comma, a colon or a request ("Ana, …", "Tuấn: …", "Huy pls …"): a name said to
-# its bearer, when it is a member's.
-_CALLED = re.compile(r"(?:^|[.!?:;,]\s*)([^\W\d_][^\W\d_'-]*)(?=\s*[,:]|\s+(?:can|could|please|pls|would)\b)")
+# A word opening a clause before a comma, a colon, a request ("Ana, …", "Tuấn: …", "Huy pls …") or a verb's plain
+# form ("Ana send the deck"): a name said to its bearer, when it is a member's.
+_CALLED = re.compile(
+    r"(?:^|[.!?:;,]\s*)([^\W\d_][^\W\d_'-]*)"
+    r"(?:(?=\s*[,:]|\s+(?:can|could|please|pls|would)\b)|\s+([a-z]+)\b(?!['\u2019]))"
+)
+
+
+_MODAL = frozenset("will shall may might must can could would should".split())
+
+
+def _bids(word: str) -> bool:
+    """Is `word`, after a name, a verb bidding its bearer do something ("Ana send …"), not telling what they did or
+    will do ("Ana found …", "Ana will …")?"""
+    return word not in _MODAL and restate.is_plain_verb(word) and not restate.is_past(word)
 
 
 def addressees(msg: WindowMessage, ctx: ChannelContext) -> list[Member]:
@@ -111,7 +123,8 @@ def addressees(msg: WindowMessage, ctx: ChannelContext) -> list[Member]:
     if people:
         return people
     for match in _CALLED.finditer(msg.text):
-        if not match.group(1)[0].isupper():
+        verb = match.group(2)
+        if not match.group(1)[0].isupper() or (verb and not _bids(verb)):
             continue
         member = ctx.member_called(match.group(1))
         if member and member.user_id != msg.author_id and member.user_id not in ctx.bot_ids and member not in people:

@@ -788,6 +788,11 @@ def is_plain_verb(word: str) -> bool:
     return "ADV" not in _classes(word) and _is_form(word, ("VB",))
 
 
+def is_past(word: str) -> bool:
+    """Is `word` (lower case) the past tense of some verb ("found", "sent")?"""
+    return _is_form(word, ("VBD",))
+
+
 def _is_form(word: str, tags: tuple[str, ...]) -> bool:
     """Is `word` one of the forms `tags` (Penn tags: VBN, VBG) of some verb, by lemminflect's dictionary?"""
     return any(word in getInflection(lemma, tag) for lemma in getAllLemmas(word).get("VERB", ()) for tag in tags)

@@ -1177,3 +1177,17 @@ def test_a_request_to_a_member_called_by_a_given_name_last_or_an_accented_one_is
     # Two members sharing the word are not called by it.
     twin = Member("t7@acme.example", name="Tran Van Lan", handle="tvl")
     assert dataclasses.replace(CTX, members=(ANA, lan, twin)).member_called("Lan") is None
+
+
+def test_a_name_before_a_bare_verb_bids_that_member_and_one_before_a_past_or_a_modal_does_not() -> None:
+    # "Ben print the seating plan" is said to Ben, with no comma; "Ben printed …", "Ben found …" and "Ben will …"
+    # tell about him.
+    for text, called in (
+        ("ok. Ben print the seating plan for the gala before lunch", [BEN.user_id]),
+        ("Cara order more name tags, we ran out", [CARA.user_id]),
+        ("Ben printed the seating plan already", []),
+        ("Ben found the spare keys in the van", []),
+        ("Ben will print the seating plan", []),
+    ):
+        msg = window((ANA, text))[0]
+        assert [m.user_id for m in engine_addressees(msg, CTX)] == called, text
