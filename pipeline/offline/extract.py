@@ -89,7 +89,12 @@ class _Window:
         return float(np.dot(self.scored.vectors[i], self.scored.vectors[j]))
 
     def name(self, user_id: str | None) -> str:
-        return restate.first_name(self.ctx.display_name(user_id)) if user_id else "Someone"
+        """What a record calls the member: the word of their name their handle spells ("Huy" for Bùi Đức Huy,
+        @huy), else their first name (`restate.called`)."""
+        if not user_id:
+            return "Someone"
+        member = _member(self.ctx, user_id)
+        return restate.called(member.name, member.handle) if member.name else self.ctx.display_name(user_id)
 
     def day(self, i: int) -> date:
         """The local date of message `i` in the channel's timezone."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import date, timedelta
@@ -249,6 +250,18 @@ def _drop_one(text: str, sources: list[str]) -> str:
 
 def first_name(full: str) -> str:
     return full.split(" ")[0] if full and not full.startswith("@") else full.lstrip("@")
+
+
+def _folded(word: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", word.casefold()) if not unicodedata.combining(c))
+
+
+def called(full: str, handle: str | None) -> str:
+    """The name a member goes by: the word of `full` their handle spells, accents aside ("Bảo" for Phạm Quốc Bảo,
+    @bao: many names put the given name last), else the first word."""
+    words = full.split()
+    wanted = _folded(handle or "")
+    return next((w for w in words if _folded(w) == wanted), first_name(full))
 
 
 def sentence(text: str) -> str:

@@ -1191,3 +1191,17 @@ def test_a_name_before_a_bare_verb_bids_that_member_and_one_before_a_past_or_a_m
     ):
         msg = window((ANA, text))[0]
         assert [m.user_id for m in engine_addressees(msg, CTX)] == called, text
+
+
+def test_a_record_calls_a_member_by_the_name_their_handle_spells() -> None:
+    # Many names put the given name last ("Phạm Quốc Bảo" goes by Bảo, @bao): the record says "Bảo to …", not the
+    # family name; a handle that spells no word of the name leaves the first one.
+    bao = Member("p8@acme.example", name="Phạm Quốc Bảo", handle="bao")
+    kit = Member("k9@acme.example", name="Kit Harrow", handle="kh2")
+    ctx = dataclasses.replace(CTX, members=(ANA, bao, kit, BOT))
+    for member, first in ((bao, "Bảo"), (kit, "Kit")):
+        text = f"@{member.handle} can you call the courier about the late parcels from Tuesday?"
+        msgs = window((ANA, text), (member, "sure, will do"))
+        msgs = [dataclasses.replace(m, mentions=[member.user_id] if k == 0 else []) for k, m in enumerate(msgs)]
+        found = [a for a in extract(msgs, ctx, engine=opening(action_scale=0.5)).actions if "m1" in a.source_msg_ids]
+        assert found and found[0].description.startswith(f"{first} to call"), found
