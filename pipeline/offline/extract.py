@@ -119,7 +119,8 @@ def _bids(word: str) -> bool:
 
 
 def addressees(msg: WindowMessage, ctx: ChannelContext) -> list[Member]:
-    """Members a message speaks to: @mentions in order, else a first name opening a clause."""
+    """Members a message speaks to: @mentions in order, else names of theirs opening a clause (`_CALLED`,
+    `ChannelContext.member_called`)."""
     people: list[Member] = []
     for uid in msg.mentions:
         member = next((m for m in ctx.members if m.user_id == uid), None)
