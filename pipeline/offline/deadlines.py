@@ -52,12 +52,12 @@ _MONTHS = (
 _ORD = r"(\d{1,2})(?:st|nd|rd|th)"
 _HOUR = r"\d{1,2}(?::\d\d)?\s*(?:am|pm|h\b)|noon|midday"
 
-# Same local day. "by 3" (an hour, nothing after it that makes it a quantity) and "in an hour" too.
+# Same local day. "by 3", "before 6" (an hour, nothing after it that makes it a quantity) and "in an hour" too.
 _SAME_DAY = re.compile(
     r"\b(?:today|tonight|eod|end of (?:the )?day|this (?:morning|afternoon|evening)"
     r"|before the \d{1,2}(?::\d\d)? ?(?:am|pm)\b"
     rf"|(?:by|before|until|till) (?:{_HOUR})"
-    r"|by \d{1,2}(?::\d\d)?(?=\s*(?:$|[.,!?;)]|and\b|or\b|latest\b|at the latest))"
+    r"|(?:by|before) \d{1,2}(?::\d\d)?(?=\s*(?:$|[.,!?;)]|and\b|or\b|latest\b|at the latest))"
     r"|(?:by |after )lunch(?:time)?|(?:by )?close of (?:play|business)|cop|cob|eob"
     r"|(?:with)?in (?:an|the next|the|one|two|three|a couple of|\d{1,2}) (?:hours?|hrs?|minutes|mins)"
     r"|within the hour|right now|now now"

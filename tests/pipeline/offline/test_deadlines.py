@@ -89,6 +89,9 @@ MONDAY = date(2026, 3, 2)
         ("switching the old site off at 6 and I'll confirm", date(2026, 3, 2)),
         ("the call with the printers at 3:30pm", date(2026, 3, 2)),
         ("prices rise at 4% a year", None),
+        # "before 6" is an hour as "by 6" is; a figure with a unit after it is none.
+        ("I'll have the rota printed before 6", date(2026, 3, 2)),
+        ("the queue was quiet before 6 weeks of promotions", None),
         ("give me 10 mins", None),
         ("cut the budget by 5 percent", None),
         ("no date at all", None),
