@@ -604,6 +604,15 @@ _NOT_PROMISED = frozenset(
 )
 
 
+# An offer ("want me to book it?", "shall I call them?", "can I send them the letter?"): who says yes to it is not
+# taking it on. Not asking for something ("can I have the file?").
+_OFFERS = re.compile(
+    r"\b(?:(?:do|would) you (?:want|like) me to|want me to|shall i|should i|i could|can i|could i)\s+"
+    r"(?!(?:please\s+)?(?:have|get|grab|ask|borrow)\b)",
+    re.IGNORECASE,
+)
+
+
 def _promises(w: _Window, text: str) -> bool:
     """Does `text` promise something of its author's own ("I'll …", "me"; "I send it today", said and not asked,
     when no sentence of it asks a member to act)?"""
@@ -618,7 +627,8 @@ def _promises(w: _Window, text: str) -> bool:
 
 def _taken_up(w: _Window, records: list[_Record]) -> list[_Record]:
     """A request with no one named, answered at once by another member's short commitment ("on it",
-    "will do", "sure, tomorrow"), is that member's task: the reply joins it instead of opening its own."""
+    "will do", "sure, tomorrow"), is that member's task: the reply joins it instead of opening its own. An offer
+    ("shall I call them?") said yes to ("yes please, and copy me in") stays the offerer's; the yes joins it."""
     params = w.scored.engine.params
     dropped: set[int] = set()
     for record in records:
@@ -626,12 +636,18 @@ def _taken_up(w: _Window, records: list[_Record]) -> list[_Record]:
         author = w.msgs[a].author_id
         if record.segment is not None or record.owner is None or record.owner.user_id != author:
             continue
-        if _promises(w, w.msgs[a].text):
+        offered = bool(_OFFERS.search(w.msgs[a].text))
+        if not offered and _promises(w, w.msgs[a].text):
             continue  # the author's own commitment
         for j in range(a + 1, min(a + 3, len(w.msgs))):
             reply = w.msgs[j]
             if reply.author_id == author or reply.author_id in w.ctx.bot_ids:
                 continue
+            if offered:
+                if "?" not in reply.text and _AGREES.search(reply.text):
+                    record.evidence = sorted({*record.evidence, j})
+                    dropped |= {id(r) for r in records if r is not record and r.anchor == j}
+                break
             takes = w.words(j) <= params["ack_words"] and "?" not in reply.text and w.scored.over("action_ev", j)
             # or, the very next message, reports it done ("rota updated, the hall rebooked for the 3rd"): who did it
             # owns it

@@ -1205,3 +1205,16 @@ def test_a_record_calls_a_member_by_the_name_their_handle_spells() -> None:
         msgs = [dataclasses.replace(m, mentions=[member.user_id] if k == 0 else []) for k, m in enumerate(msgs)]
         found = [a for a in extract(msgs, ctx, engine=opening(action_scale=0.5)).actions if "m1" in a.source_msg_ids]
         assert found and found[0].description.startswith(f"{first} to call"), found
+
+
+def test_an_offer_said_yes_to_stays_the_offerers_task_and_the_yes_joins_it() -> None:
+    # "shall I ring the caterers …?" / "yes please, by Thursday": the offerer does it; the yes is its evidence, not a
+    # task of the one who said it.
+    for offer in (
+        "shall I ring the caterers about the dietary list for the awards dinner?",
+        "do you want me to ring the caterers about the dietary list?",
+    ):
+        for reply in ("yes please", "yes please, by Thursday"):
+            msgs = window((BEN, offer), (ANA, reply))
+            found = extract(msgs, CTX, engine=opening(action_scale=0.5)).actions
+            assert [(a.owner_id, a.source_msg_ids) for a in found] == [(BEN.user_id, ["m1", "m2"])], (offer, found)
