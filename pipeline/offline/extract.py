@@ -605,7 +605,11 @@ _NOT_PROMISED = frozenset(
 
 
 # An offer ("want me to book it?", "shall I call them?", "can I send them the letter?"): who says yes to it is not
-# taking it on. Not asking for something ("can I have the file?").
+# taking it on. Not asking for something ("can I have the file?"). `restate._OFFER_LEAD` is the restatement's list of
+# offer leads (what follows is the offerer's task); this one leaves out its "happy to", which in a reply agrees
+# ("Happy to lift the hold."), and adds "can I"/"could I", which the restatement reads through `_ASK_FOR` and the
+# request leads. Kept apart so that neither list changes the other's records (docs/measurements.md, "An offer said
+# yes to stays the offerer's").
 _OFFERS = re.compile(
     r"\b(?:(?:do|would) you (?:want|like) me to|want me to|shall i|should i|i could|can i|could i)\s+"
     r"(?!(?:please\s+)?(?:have|get|grab|ask|borrow)\b)",
