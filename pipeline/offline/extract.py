@@ -456,7 +456,7 @@ def _actions(w: _Window) -> list[_Record]:
             records += [_Record("action", [i], owner=p, segment=seg) for p, seg in listed]
             continue
         people = w.addressees[i]
-        if people and not w.scored.over("owner_is_author", i) and not _commits_apart(w, i):
+        if people and not w.scored.over("owner_is_author", i) and not _commits_apart(w, i) and not _vows(w, msg.text):
             parts = _segments(msg.text, people) if len(people) > 1 else []
             if len(parts) > 1 and all(len(seg.split()) >= 2 for _, seg in parts):
                 records += [_Record("action", [i], owner=p, segment=seg) for p, seg in parts]
@@ -593,7 +593,9 @@ def _moves_date(w: _Window, record: _Record, j: int) -> bool:
     return near >= w.scored.engine.params["done_cosine"]
 
 
-_SELF = re.compile(r"\b(?:i'll|ill|i will|i'm|im|i am|i can|i'd|me|myself)\b", re.IGNORECASE)
+# A promise of the author's own ("I'll send it", "I can take Monday"). Not "me": in a request it is who the task is
+# for ("send me the stats", "the drawings to me by Friday"), not who does it.
+_SELF = re.compile(r"\b(?:i'll|ill|i will|i'm|im|i am|i can|i'd|myself)\b", re.IGNORECASE)
 # "I send it today", "I redo the sections": the plain present said of what one is about to do is a promise in much
 # written English (a second language's above all); not a verb of thinking, wanting or having ("I think", "I need the
 # list", "I have two").
@@ -604,29 +606,39 @@ _NOT_PROMISED = frozenset(
 )
 
 
-# An offer ("want me to book it?", "shall I call them?", "can I send them the letter?"): who says yes to it is not
-# taking it on. Not asking for something ("can I have the file?"). `restate._OFFER_LEAD` is the restatement's list of
-# offer leads (what follows is the offerer's task); this one leaves out its "happy to", which in a reply agrees
-# ("Happy to lift the hold."), and adds "can I"/"could I", which the restatement reads through `_ASK_FOR` and the
-# request leads. Kept apart so that neither list changes the other's records (docs/measurements.md, "An offer said
-# yes to stays the offerer's").
+# An offer ("want me to book it?", "want me there?", "shall I call them?", "can I send them the letter?"): who says
+# yes to it is not taking it on. Not asking for something ("can I have the file?"). `restate._OFFER_LEAD` is the
+# restatement's list of offer leads (what follows is the offerer's task); this one leaves out its "happy to", which in
+# a reply agrees ("Happy to lift the hold."), and adds "can I"/"could I", which the restatement reads through
+# `_ASK_FOR` and the request leads. Kept apart so that neither list changes the other's records
+# (docs/measurements.md, "An offer said yes to stays the offerer's").
 _OFFERS = re.compile(
-    r"\b(?:(?:do|would) you (?:want|like) me to|want me to|shall i|should i|i could|can i|could i)\s+"
+    r"\b(?:(?:do|would) you (?:want|like) me|want me|shall i|should i|i could|can i|could i)\b\s*"
     r"(?!(?:please\s+)?(?:have|get|grab|ask|borrow)\b)",
     re.IGNORECASE,
 )
 
 
 def _promises(w: _Window, text: str) -> bool:
-    """Does `text` promise something of its author's own ("I'll …", "me"; "I send it today", said and not asked,
-    when no sentence of it asks a member to act)?"""
-    if _SELF.search(text):
-        return True
-    parts = restate.sentences(text)
-    if any(_asks_member(w, part) for part in parts):
-        return False
-    said = (m.group(1).casefold() for part in parts if "?" not in part for m in _I_VERB.finditer(part))
-    return any(word not in _NOT_PROMISED and restate.is_plain_verb(word) for word in said)
+    """Does `text` promise something of its author's own ("I'll …", "I can …", or `_vows`)?"""
+    return bool(_SELF.search(text)) or _vows(w, text)
+
+
+def _vows(w: _Window, text: str) -> bool:
+    """Does `text` say in the plain present what its author is about to do ("I send it today"), said and not asked,
+    when no other clause of it asks a member to act ("@ana I send the plan today" is the author's; "I send the
+    plan. Ben, can you check it?" and "@ana send me the names, I call the rest" are not theirs alone)?"""
+    clauses = [(c, "?" in part) for part in restate.sentences(text) for c in re.split(r"\s*[,;]\s*", part) if c]
+    promised = [
+        c
+        for c, asked in clauses
+        if not asked
+        and any(
+            (word := m.group(1).casefold()) not in _NOT_PROMISED and restate.is_plain_verb(word)
+            for m in _I_VERB.finditer(c)
+        )
+    ]
+    return bool(promised) and not any(_asks_member(w, c) for c, _ in clauses if c not in promised)
 
 
 def _taken_up(w: _Window, records: list[_Record]) -> list[_Record]:
@@ -818,7 +830,7 @@ def _gapped_verb(w: _Window, record: _Record, actor: str, owner: str) -> str:
     return ""
 
 
-_COMMITS = re.compile(r"\b(?:i'?ll|i will|i can|i'?m going to|i am going to|i'?d|will do|on it|me)\b", re.IGNORECASE)
+_COMMITS = re.compile(r"\b(?:i'?ll|i will|i can|i'?m going to|i am going to|i'?d|will do|on it)\b", re.IGNORECASE)
 
 
 def _task_part(w: _Window, record: _Record) -> tuple[str | None, bool]:

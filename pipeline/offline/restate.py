@@ -307,6 +307,8 @@ _ANYONE_LEAD = re.compile(
     r"^.*?\b(?:can|could|would|will)\s+(?:some(?:one|body)|any(?:one|body)|one of (?:you|us))(?: please)?\s+",
     re.IGNORECASE,
 )
+# A request put as the team's ("@tess can we keep the late hours going?"): said to a member, it is their task.
+_WE_ASKED = re.compile(r"^(?:can|could) we\s+", re.IGNORECASE)
 _ASK_FOR = re.compile(r"^.*?\b(?:can|could|may) i (?:please )?(?:have|get|grab)\s+(?:a copy of\s+)?", re.IGNORECASE)
 # An offer the owner makes ("want me to draft it?", "shall I take the Monday slot?"): what follows is their task.
 _OFFER_LEAD = re.compile(
@@ -600,6 +602,8 @@ def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str
                 f"send {actor} " + third_person(_first_clause(part[match.end() :], _TASK_ASIDE), actor, owner)
             )
         if match := _REQUEST_LEAD.search(part) or _ANYONE_LEAD.search(part):
+            return _verb_phrase(third_person(_first_clause(part[match.end() :], _TASK_ASIDE), actor, owner))
+        if owner != actor and (match := _WE_ASKED.match(part)):
             return _verb_phrase(third_person(_first_clause(part[match.end() :], _TASK_ASIDE), actor, owner))
         if owner != actor and (wanted := _needed_from(part, owner, alone=not _asks_later(parts[k + 1 :], owner))):
             return _verb_phrase(f"send {actor} " + third_person(wanted, actor, owner))  # "I need the form from you"

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from knowledge.verbatim import longest_common_run
 from pipeline.context import ChannelContext
 from pipeline.members import Member
-from pipeline.offline import artefacts, model
+from pipeline.offline import artefacts, model, restate
 from pipeline.offline.classify import classify
 from pipeline.offline.extract import addressees as engine_addressees
 from pipeline.offline.extract import extract
@@ -1218,3 +1218,39 @@ def test_an_offer_said_yes_to_stays_the_offerers_task_and_the_yes_joins_it() -> 
             msgs = window((BEN, offer), (ANA, reply))
             found = extract(msgs, CTX, engine=opening(action_scale=0.5)).actions
             assert [(a.owner_id, a.source_msg_ids) for a in found] == [(BEN.user_id, ["m1", "m2"])], (offer, found)
+
+
+def test_me_in_a_request_is_who_the_task_is_for_not_a_promise() -> None:
+    # "the floor plans to me by Monday", "send me the readings": the author is who receives, so whoever takes the
+    # request up at once owns it; a record does not hand the author's name to both ends ("Ana to send Ana …").
+    engine_extract = importlib.import_module("pipeline.offline.extract")
+    w = engine_extract._Window(msgs=[], ctx=CTX, scored=None, pending=[])  # _promises reads no score
+    assert not engine_extract._promises(w, "The revised floor plans to me by Monday, please.")
+    assert not engine_extract._promises(w, "Send me the meter readings from the depot when you have them.")
+    assert engine_extract._promises(w, "I'll send the meter readings tonight.")
+    msgs = window((ANA, "The revised floor plans to me by Monday. The full set, not the sketches."), (BEN, "will do"))
+    found = actions_on(msgs, "m1", engine=opening(action_scale=0.5))
+    assert found and found[0].owner_id == BEN.user_id, found
+
+
+def test_an_offer_without_to_is_an_offer_and_a_request_put_as_the_teams_is_the_members_task() -> None:
+    # "want me there?" offers as "want me to go?" does; "@ben can we keep the gate open till six?" asks Ben.
+    for offer in ("The suppliers hold their open day on Wednesday. Want me there?", "want me on the stand friday?"):
+        msgs = window((BEN, offer), (ANA, "yes please"))
+        found = extract(msgs, CTX, engine=opening(action_scale=0.5)).actions
+        assert [(a.owner_id, a.source_msg_ids) for a in found] == [(BEN.user_id, ["m1", "m2"])], (offer, found)
+    assert restate.task("can we keep the loading gate open till six on Friday?", "Ana", "Ben") == (
+        "keep the loading gate open till six on Friday"
+    )
+
+
+def test_a_plain_present_promise_said_to_a_member_stays_its_authors() -> None:
+    # "@ben I repaint …": the author names who they tell, not who does it; a clause asking the member to act
+    # ("@ben sand them first, I repaint on Thursday") keeps the request theirs.
+    engine_extract = importlib.import_module("pipeline.offline.extract")
+    w = engine_extract._Window(msgs=[], ctx=CTX, scored=None, pending=[])  # _vows reads no score
+    assert engine_extract._vows(w, "@ben I repaint the fire doors on Thursday, dry by Friday. you check them then?")
+    assert not engine_extract._vows(w, "@ben sand the fire doors first, I repaint them on Thursday")
+    msgs = window((ANA, "@ben I repaint the fire doors on Thursday, dry by Friday. you check them then?"))
+    found = actions_on(msgs, "m1", engine=opening(action_scale=0.5))
+    assert found and found[0].owner_id == ANA.user_id, found
