@@ -122,8 +122,12 @@ def _coverage(kind: str, terms: int) -> str:
         if kind == "entity"
         else f"{alias}.search_vector"
     )
-    hits = " + ".join(f"({vector} @@ websearch_to_tsquery('english', %(term{i})s))::int" for i in range(terms))
-    return f"(({hits})::float8 / {terms})"
+    query = [f"websearch_to_tsquery('english', %(term{i})s)" for i in range(terms)]
+    hits = " + ".join(f"({vector} @@ {q})::int" for q in query)
+    # Of the terms, those with a word the text search keeps ("some", "own", "while" are its stop words and
+    # match nothing), as the full-text path counts them (`paths._Words`).
+    counted = " + ".join(f"(numnode({q}) > 0)::int" for q in query)
+    return f"(({hits})::float8 / greatest({counted}, 1))"
 
 
 @functools.lru_cache(maxsize=128)

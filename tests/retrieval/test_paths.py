@@ -253,3 +253,17 @@ def test_an_entity_shows_the_same_six_relations_however_its_statement_is_planned
     [record] = hydrate([("entity", str(hub.id))], scope).values()
     lines = record.detail["relations"].split("; ")
     assert len(lines) == 6 and lines == sorted(lines) and "Pallet Router depends on Zebra scanner" not in lines
+
+
+def test_a_records_term_coverage_counts_only_the_words_text_search_keeps(world):
+    """"Through", "own" and "some" are text search's stop words: no record can match them, so a record matching
+    every other term of the question covers all of it, as the full-text path counts it."""
+    from retrieval.records import hydrate
+
+    w = world
+    key = ("decision", str(w["d1"].id))
+    s = scope(w["billing"], w["alice"])
+    [record] = hydrate([key], s, terms=["retry", "card", "payments", "through", "own", "some"]).values()
+    assert record.coverage == 1.0
+    [record] = hydrate([key], s, terms=["retry", "refunds", "through"]).values()
+    assert record.coverage == 0.5
