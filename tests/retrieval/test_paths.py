@@ -256,7 +256,7 @@ def test_an_entity_shows_the_same_six_relations_however_its_statement_is_planned
 
 
 def test_a_records_term_coverage_counts_only_the_words_text_search_keeps(world):
-    """"Through", "own" and "some" are text search's stop words: no record can match them, so a record matching
+    """Text search's stop words ("through", "own", "some") match no record, so a record matching
     every other term of the question covers all of it, as the full-text path counts it."""
     from retrieval.records import hydrate
 
