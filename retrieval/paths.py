@@ -313,6 +313,12 @@ def semantic_statement(
 # --------------------------------------------------------------------------- full text
 
 
+def counted_terms(queries: Sequence[str]) -> str:
+    """SQL for how many of the tsquery expressions `queries` hold a word text search keeps (at least 1): a stop
+    word alone ("some", "own") matches nothing, so it is no term a record could cover."""
+    return "greatest(" + " + ".join(f"(numnode({q}) > 0)::int" for q in queries) + ", 1)::float"
+
+
 class _Words:
     """The question's words as tsqueries (one bound parameter each).
 
@@ -332,7 +338,7 @@ class _Words:
             self.terms.append(f"websearch_to_tsquery('english', %(kw{i})s)")
         params["any_words"] = " or ".join(keywords)
         self.any = "websearch_to_tsquery('english', %(any_words)s)"
-        self._n = "greatest(" + " + ".join(f"(numnode({t}) > 0)::int" for t in self.terms) + ", 1)::float"
+        self._n = counted_terms(self.terms)
 
     def coverage(self, col: str) -> str:
         return "((" + " + ".join(f"({col} @@ {t})::int" for t in self.terms) + f") / {self._n})"

@@ -124,10 +124,7 @@ def _coverage(kind: str, terms: int) -> str:
     )
     query = [f"websearch_to_tsquery('english', %(term{i})s)" for i in range(terms)]
     hits = " + ".join(f"({vector} @@ {q})::int" for q in query)
-    # Of the terms, those with a word the text search keeps ("some", "own", "while" are its stop words and
-    # match nothing), as the full-text path counts them (`paths._Words`).
-    counted = " + ".join(f"(numnode({q}) > 0)::int" for q in query)
-    return f"(({hits})::float8 / greatest({counted}, 1))"
+    return f"(({hits})::float8 / {paths.counted_terms(query)})"  # as the full-text path counts its terms
 
 
 @functools.lru_cache(maxsize=128)

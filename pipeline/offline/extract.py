@@ -109,13 +109,10 @@ _CALLED = re.compile(
 )
 
 
-_MODAL = frozenset("will shall may might must can could would should".split())
-
-
 def _bids(word: str) -> bool:
     """Is `word`, after a name, a verb bidding its bearer do something ("Ana send …"), not telling what they did or
     will do ("Ana found …", "Ana will …")?"""
-    return word not in _MODAL and restate.is_plain_verb(word) and not restate.is_past(word)
+    return word not in restate.MODALS and restate.is_plain_verb(word) and not restate.is_past(word)
 
 
 def addressees(msg: WindowMessage, ctx: ChannelContext) -> list[Member]:

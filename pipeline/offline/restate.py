@@ -104,7 +104,8 @@ def clean(text: str) -> str:
     return " ".join(text.split()).strip(" ,;:-.")
 
 
-_MODALS = frozenset("can could will would shall should must may might do does did let".split())
+MODALS = frozenset("can could will would shall should must may might".split())
+_MODALS = MODALS | {"do", "does", "did", "let"}
 _NOT_INFLECTED = _MODALS | {"dare", "better", "ought"}
 _QUOTES = ",;:'\"(\u2018\u2019\u201c\u201d"
 _ADVERBS = "still|also|just|only|really|never|always|usually|actually|now"
