@@ -671,8 +671,15 @@ def _without_vocative(text: str, owner: str) -> str:
     return text
 
 
+# A task said after a link to what came before ("Then switch to the other supplier.", "and get her signature"):
+# the link goes when a verb follows it.
+_LINKED = re.compile(r"^(?:and then|and|then|so)\s+(?=\w)", re.IGNORECASE)
+
+
 def _verb_phrase(text: str) -> str:
     text = _HEDGE.sub("", text.strip(" ,;:-.?!"))  # "maybe sketch the hero" is the task "sketch the hero"
+    if (linked := _LINKED.match(text)) and starts_with_verb(text[linked.end() :]):
+        text = text[linked.end() :]
     text = re.sub(r"^(?:will|to|be able to|need to|have to|should|must)\s+", "", text, flags=re.I)
     return base_form(text)
 
@@ -737,6 +744,9 @@ def starts_with_verb(phrase: str) -> bool:
     if not first.isalpha():
         return False
     lemmas = getAllLemmas(first)
+    if not lemmas and len(first) > 4 and first.startswith("re"):
+        # A verb the dictionary does not list, made with "re" ("retest", "rebook", "reimage"): "re" and a verb.
+        lemmas = getAllLemmas(first := first[2:])
     forms = lemmas.get("VERB", ()) + lemmas.get("AUX", ())
     return first in forms
 

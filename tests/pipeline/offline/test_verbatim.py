@@ -223,6 +223,14 @@ def test_the_team_would_or_had_and_a_negated_owner_agree() -> None:
     assert negated("Ana", "can't sign the lease") == "Ana can't sign the lease"
 
 
+def test_a_task_said_after_then_or_and_is_the_verb_that_follows() -> None:
+    # "Then …" links the task to the message before; the record says the task: "Ines to phone the glazier".
+    said = task("Then phone the glazier about the cracked pane.", "Dana", "Ines")
+    assert said == "phone the glazier about the cracked pane"
+    assert task("and then lock the side gate", "Dana", "Ines") == "lock the side gate"
+    assert task("Then the glazier comes Thursday.", "Dana", "Ines").startswith("Then the glazier")  # no verb: kept
+
+
 def test_what_the_author_says_of_themself_is_not_another_owners_task() -> None:
     said = "Busy week here. I'll chase the courier myself. Leo, can you update the stock tracker?"
     assert task(said, "Ana", "Leo") == "update the stock tracker"
@@ -267,6 +275,8 @@ def test_i_am_is_a_commitment_only_before_a_verb() -> None:
     ("phrase", "reads_after_to"),
     [
         ("renew the staging certificate", True),
+        ("reglaze the greenhouse panes", True),  # "re" and a verb the dictionary does not list together
+        ("rental vans are all booked", False),
         ("double check the invoice totals", True),
         ("own the vendor shortlist", True),
         ("fresh numbers: we are two desks short", False),
