@@ -5,6 +5,7 @@
     python bench/retrieval_qa.py [PATH]          # the configured database, after `jeeves replay PATH`
     python bench/retrieval_qa.py --quick         # a smoke run (CI): --gold over the first three conversations
     python bench/retrieval_qa.py --offline evalsets/train --fit  # fit the relevance model (retrieval.learn)
+    python bench/retrieval_qa.py --offline evalsets/train --folds CACHE --tune-sure conv-141  # its yes/no floor
     python bench/retrieval_qa.py --offline evalsets/train --folds CACHE  # train, records from its fold engines
 
 PATH defaults to evalsets/dev. With --gold the gold decisions, actions, entities and
@@ -321,6 +322,22 @@ def fit(convs: dict, path: Path, dump: str | None, folds: str | None = None) -> 
     )
 
 
+def tune(convs: dict, first: str, folds: str | None = None) -> None:
+    """Choose the committed scorer's `verify_sure` on the questions of the conversations from `first` on (ones
+    its weights were not fitted on) and write it into retrieval/artefacts/relevance.json."""
+    from retrieval import learn, relevance
+
+    held_out = sorted(c for c in convs if c >= first)
+    questions = [q for c in held_out for q in learn.collect(convs[c])]
+    tuned, report = learn.tune_sure(questions, relevance.load())
+    saved = json.loads(relevance.ARTEFACT.read_text(encoding="utf-8"))
+    saved["verify_sure"] = tuned.verify_sure
+    records = "fold engines" if folds else "committed engine"
+    saved["verify_sure_chosen_on"] = {"conversations": f"{held_out[0]}..{held_out[-1]}", "records": records, **report}
+    relevance.ARTEFACT.write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(saved["verify_sure_chosen_on"], indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", nargs="?", default=str(DEFAULT))
@@ -336,6 +353,12 @@ def main() -> None:
         "questions and write retrieval/artefacts/relevance.json (run it on evalsets/train with --offline)",
     )
     parser.add_argument("--dump", metavar="FILE", help="with --fit: write the candidates' features to FILE instead")
+    parser.add_argument(
+        "--tune-sure",
+        metavar="FIRST",
+        help="choose the committed relevance model's yes/no answer probability (verify_sure) on PATH's"
+        " conversations from FIRST on, ones its weights were not fitted on (train only), and write it",
+    )
     parser.add_argument(
         "--folds",
         metavar="CACHE",
@@ -355,6 +378,9 @@ def main() -> None:
 
         if args.fit:
             fit(convs, path, args.dump, args.folds)
+            return
+        if args.tune_sure:
+            tune(convs, args.tune_sure, args.folds)
             return
         rows = [row for conv in convs.values() for row in evaluation.score_conversation(conv)]
         probes = evaluation.score_probes(evaluation.load_probes(path, convs), convs)

@@ -426,7 +426,12 @@ def ask(channel_id: str, user_id: str, question: str) -> AskResult:
     ranked = found.ranked()
     scorer = relevance.load()
     answering = relevance.settled(
-        found.plan, ranked, gate=scorer.gate_for(question), scores=found.scores, floor=scorer.answer_floor
+        found.plan,
+        ranked,
+        gate=scorer.gate_for(question),
+        scores=found.scores,
+        floor=scorer.answer_floor,
+        sure=scorer.sure_for(question),
     )
     if not answering:
         timings["answer"] = _ms(t)

@@ -10,8 +10,10 @@ gates (over the best candidate's topicality, one for yes/no questions and one fo
 under the probability of the record an answer rests on: the harmonic mean of answerable questions with an
 expected record cited and no-record questions declined, both goals at once), the widest citing margin
 whose extra citations still find expected records, the gates again at that margin, and the probability
-under which an answer says it rests only on the nearest record. Run on train only
-(`python bench/retrieval_qa.py --offline evalsets/train --fit`); dev is for reporting.
+under which an answer says it rests only on the nearest record, and the probability past which a yes/no
+question's most probable record answers it whatever the yes/no gate (`choose_sure`; `tune_sure` chooses it for
+a fitted scorer on questions it was not fitted on). Run on train only (`python bench/retrieval_qa.py --offline
+evalsets/train --fit`, `--tune-sure FIRST`); dev is for reporting.
 """
 
 from __future__ import annotations
@@ -105,15 +107,17 @@ def replay(
     margin: float,
     verify_gate: float | None = None,
     floor: float = 0.0,
+    verify_sure: float | None = None,
 ) -> dict:
     """The answer step on given probabilities: no record unless the most on-topic citable candidate reaches
-    `gate` (`verify_gate` for a yes/no question, when given) and the most probable one `floor`, or the
-    question is a filter; else the most probable, and those within `margin` of it. Returns top-5
-    (answerable, an expected record cited), top-1, cited precision, no-record right."""
+    `gate` (`verify_gate` for a yes/no question, when given; or, for a yes/no question, the most probable one
+    `verify_sure`) and the most probable one `floor`, or the question is a filter; else the most probable, and
+    those within `margin` of it. Returns top-5 (answerable, an expected record cited), top-1, cited precision,
+    no-record right."""
     answerable = right_none = none = top5 = top1 = cited = cited_ok = 0
     for q, p in zip(questions, probs, strict=True):
         order = sorted((i for i in range(len(p)) if q.citable[i]), key=lambda i: -p[i])
-        answers = bool(order) and (q.is_filter or _answers(q, p, order, gate, verify_gate, floor))
+        answers = bool(order) and (q.is_filter or _answers(q, p, order, gate, verify_gate, floor, verify_sure))
         chosen = []
         if answers:
             chosen = [i for i in order if p[i] >= p[order[0]] - margin][:MAX_CITED]
@@ -138,11 +142,20 @@ def replay(
 
 
 def _answers(
-    q: Question, p: Sequence[float], order: list[int], gate: float, verify_gate: float | None, floor: float
+    q: Question,
+    p: Sequence[float],
+    order: list[int],
+    gate: float,
+    verify_gate: float | None,
+    floor: float,
+    verify_sure: float | None = None,
 ) -> bool:
     """Whether a question that is not a filter gets an answer (`relevance.settled`'s two judgements)."""
-    bar = verify_gate if verify_gate is not None and relevance.is_verification(q.question) else gate
-    return max(relevance.topicality_of(q.rows[i]) for i in order) >= bar and p[order[0]] >= floor
+    asks_whether = relevance.is_verification(q.question)
+    bar = verify_gate if verify_gate is not None and asks_whether else gate
+    on_topic = max(relevance.topicality_of(q.rows[i]) for i in order) >= bar
+    sure = verify_sure is not None and asks_whether and p[order[0]] >= verify_sure
+    return (on_topic or sure) and p[order[0]] >= floor
 
 
 HEDGES = (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -154,6 +167,7 @@ def hedge_threshold(
     gate: float,
     verify_gate: float | None,
     floor: float = 0.0,
+    verify_sure: float | None = None,
 ) -> float:
     """Where the record an answer rests on (the most probable citable one of an answered question) was right
     less than half the time: the top of the lowest bands of probability (under 0.5, 0.5-0.6, 0.6-0.7, …)
@@ -162,7 +176,7 @@ def hedge_threshold(
     leads: list[tuple[float, bool]] = []
     for q, p in zip(questions, probs, strict=True):
         order = sorted((i for i in range(len(p)) if q.citable[i]), key=lambda i: -p[i])
-        if order and not q.is_filter and _answers(q, p, order, gate, verify_gate, floor):
+        if order and not q.is_filter and _answers(q, p, order, gate, verify_gate, floor, verify_sure):
             leads.append((p[order[0]], not q.no_record and q.expected[order[0]]))
     best, low = 0.0, 0.0
     for h in HEDGES:
@@ -173,6 +187,42 @@ def hedge_threshold(
             best = h
         low = h
     return best
+
+
+# Where a yes/no question's most probable record answers it whatever the yes/no gate (`Scorer.verify_sure`); None
+# (the gate alone) is tried too.
+SURE = (0.8, 0.85, 0.88, 0.9, 0.92, 0.94, 0.96, 0.98)
+
+
+def choose_sure(
+    questions: Sequence[Question],
+    probs: Sequence[Sequence[float]],
+    gate: float,
+    margin: float,
+    verify_gate: float | None,
+    floor: float,
+) -> float | None:
+    """The `verify_sure` (or None) under which the answer step does best by `both` on `probs`, which must be
+    probabilities the scorer did not see the questions of (out-of-fold, or held out); on a tie the gate alone,
+    then the highest (answer the fewest on probability alone)."""
+    options: list[float | None] = [None, *sorted(SURE, reverse=True)]
+    scored = [(both(replay(questions, probs, gate, margin, verify_gate, floor, s)), -k) for k, s in enumerate(options)]
+    return options[-max(scored)[1]]
+
+
+def tune_sure(questions: Sequence[Question], scorer: Scorer) -> tuple[Scorer, dict[str, Any]]:
+    """`scorer` with `verify_sure` chosen (`choose_sure`) on `questions` the scorer was not fitted on, and the
+    answer step's figures on them before and after."""
+    qs = [q for q in questions if q.rows]
+    probs = [_probabilities(np.asarray(scorer.weights), scorer.bias, q.rows) for q in qs]
+    at = (scorer.gate, scorer.margin, scorer.verify_gate, scorer.answer_floor)
+    sure = choose_sure(qs, probs, *at)
+    tuned = dataclasses.replace(scorer, verify_sure=sure)
+
+    def figures(s: float | None) -> dict[str, Any]:
+        return {k: round(v, 3) if isinstance(v, float) else v for k, v in replay(qs, probs, *at, s).items()}
+
+    return tuned, {"questions": len(qs), "verify_sure": sure, "before": figures(None), "after": figures(sure)}
 
 
 def both(r: dict) -> float:
@@ -227,6 +277,7 @@ def fit(questions: Sequence[Question], *, folds: int = 5) -> tuple[Scorer, dict[
         if r["top5"] > top5_at_gate + 0.005 and r["cited_precision"] >= 0.5:
             margin, top5_at_gate = m, r["top5"]
     gate, verify_gate, floor = gates(margin)  # chosen again for the answer step as it will run, margin and all
+    sure = choose_sure(qs, probs, gate, margin, verify_gate, floor)
     w, b = _fit_lr(x, y, c)
     scorer = Scorer(
         weights=tuple(float(v) for v in w),
@@ -235,7 +286,8 @@ def fit(questions: Sequence[Question], *, folds: int = 5) -> tuple[Scorer, dict[
         margin=margin,
         verify_gate=verify_gate,
         answer_floor=floor,
-        hedge_below=hedge_threshold(qs, probs, gate, verify_gate, floor),
+        hedge_below=hedge_threshold(qs, probs, gate, verify_gate, floor, sure),
+        verify_sure=sure,
     )
     report = {
         "questions": len(qs),
@@ -245,7 +297,7 @@ def fit(questions: Sequence[Question], *, folds: int = 5) -> tuple[Scorer, dict[
         "hedge_below": scorer.hedge_below,
         "cross_validation": {
             k: round(v, 3) if isinstance(v, float) else v
-            for k, v in replay(qs, probs, gate, margin, verify_gate, floor).items()
+            for k, v in replay(qs, probs, gate, margin, verify_gate, floor, sure).items()
         },
         "expected_among_candidates": round(statistics.mean(any(q.expected) for q in qs if not q.no_record), 3),
     }

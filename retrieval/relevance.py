@@ -160,6 +160,10 @@ class Scorer:
     # Under this probability the record an answer rests on was more often wrong than right (train CV): the
     # answer says it is only the nearest record.
     hedge_below: float = 0.0
+    # A yes/no question whose most probable record reaches this probability is answered by it even when no record
+    # reaches the yes/no gate: the question asks in other words than the record says it in ("is a Switch version
+    # part of the deal?" of "no Switch SKU in M4"). None: the gate alone.
+    verify_sure: float | None = None
     version: str = FEATURE_VERSION
 
     def gate_for(self, question: str) -> float:
@@ -167,6 +171,11 @@ class Scorer:
         if self.verify_gate is not None and is_verification(question):
             return self.verify_gate
         return self.gate
+
+    def sure_for(self, question: str) -> float | None:
+        """The probability past which `question`'s most probable record answers it whatever the gate (a yes/no
+        question's `verify_sure`); None for any other question."""
+        return self.verify_sure if is_verification(question) else None
 
     def probability(self, row: Sequence[float]) -> float:
         z = self.bias + sum(w * x for w, x in zip(self.weights, row, strict=True))
@@ -182,6 +191,7 @@ class Scorer:
             "verify_gate": self.verify_gate,
             "answer_floor": self.answer_floor,
             "hedge_below": self.hedge_below,
+            "verify_sure": self.verify_sure,
             "margin": self.margin,
             **about,
         }
@@ -205,6 +215,7 @@ def from_json(data: Mapping[str, object]) -> Scorer:
         verify_gate=None if data.get("verify_gate") is None else float(data["verify_gate"]),  # type: ignore[arg-type]
         hedge_below=float(data.get("hedge_below") or 0.0),  # type: ignore[arg-type]
         answer_floor=float(data.get("answer_floor") or 0.0),  # type: ignore[arg-type]
+        verify_sure=None if data.get("verify_sure") is None else float(data["verify_sure"]),  # type: ignore[arg-type]
     )
 
 
@@ -236,9 +247,11 @@ def settled(
     gate: float,
     scores: Mapping[RecordKey, float] | None = None,
     floor: float = 0.0,
+    sure: float | None = None,
 ) -> list[Record]:
-    """The citable records in `ranked`'s order (best first) if the most on-topic of them reaches `gate` and the
-    first reaches the probability `floor` (by `scores`; when it has a vector); else nothing.
+    """The citable records in `ranked`'s order (best first) if the most on-topic of them reaches `gate` (or the
+    first, with a vector, reaches the probability `sure`) and the first reaches the probability `floor` (by
+    `scores`; when it has a vector); else nothing.
 
     Two judgements: whether anything found is about the question (topicality, which separates the questions
     with no record a little better than the model's probability does, on train), and whether the record that
@@ -248,9 +261,12 @@ def settled(
         return []
     if is_filter(plan):
         return candidates
-    if max(topicality(r) for r in candidates) < gate:
-        return []
     best = candidates[0]
+    certain = (
+        sure is not None and scores is not None and best.similarity is not None and scores.get(best.key, 0.0) >= sure
+    )
+    if max(topicality(r) for r in candidates) < gate and not certain:
+        return []
     # The model was fitted on records with vectors; one not embedded yet (Tier 3 is behind, or the embed slot is
     # down) has no similarity, its probability means little, and topicality alone judges it.
     if scores is not None and best.similarity is not None and scores.get(best.key, 1.0) < floor:

@@ -103,6 +103,48 @@ def test_a_yes_no_question_has_its_own_gate():
     assert Scorer(weights=(0.0,) * len(FEATURES), bias=0.0, gate=0.6, margin=0.1).gate_for(asks_whether[0]) == 0.6
 
 
+def test_a_yes_no_question_is_answered_by_a_record_the_model_is_sure_of_even_under_its_gate():
+    # "Is the ferry still running on Sundays?" asked of "Sunday sailings stop from May": few words in common (the
+    # gate's topicality is low), but the model is sure the record answers it.
+    plan = QueryPlan(keywords=["ferry", "sundays"])
+    ferry = [rec(rid="a", similarity=0.45, coverage=0.0), rec(rid="b", similarity=0.3, coverage=0.0)]
+    sure = {ferry[0].key: 0.93, ferry[1].key: 0.4}
+    assert settled(plan, ferry, gate=1.0, scores=sure, floor=0.4) == []  # the gate alone
+    assert [r.id for r in settled(plan, ferry, gate=1.0, scores=sure, floor=0.4, sure=0.92)] == ["a", "b"]
+    assert settled(plan, ferry, gate=1.0, scores=sure, floor=0.4, sure=0.95) == []  # not sure enough
+    unembedded = [rec(rid="c", similarity=None, coverage=0.0)]  # no vector: its probability means little
+    assert settled(plan, unembedded, gate=1.0, scores={unembedded[0].key: 0.99}, sure=0.9) == []
+    scorer = Scorer(weights=(0.0,) * len(FEATURES), bias=0.0, gate=0.6, margin=0.1, verify_gate=1.0, verify_sure=0.92)
+    assert scorer.sure_for("Is the ferry still running on Sundays?") == 0.92
+    assert scorer.sure_for("When does the ferry stop running on Sundays?") is None
+
+
+def test_the_yes_no_answer_probability_is_chosen_on_questions_the_model_did_not_see():
+    from retrieval.learn import Question, choose_sure, replay
+
+    def q(text: str, no_record: bool, prob: float, topical: float) -> tuple[Question, list[float]]:
+        row = [topical if name == "similarity" else 0.0 for name in FEATURES]
+        question = Question("c", no_record=no_record, is_filter=False, rows=[row], citable=[True],
+                            expected=[not no_record], question=text)  # fmt: skip
+        return question, [prob]
+
+    asked = [
+        q("Is the ferry still running on Sundays?", False, 0.97, 0.4),  # answerable, under the gate, sure
+        q("Did we drop the Sunday sailing?", False, 0.95, 0.5),
+        q("Did we book a coach for the crew?", True, 0.9, 0.5),  # no record, a near-topic record, less sure
+        q("Is the barge insured?", True, 0.6, 0.3),
+        q("What did we pick for the barge?", False, 0.8, 1.2),  # not yes/no: the gate alone
+    ]
+    questions, probs = [x for x, _ in asked], [p for _, p in asked]
+    plain = replay(questions, probs, 1.0, 0.0, 1.0, 0.4)
+    assert plain["top5"] == pytest.approx(1 / 3) and plain["no_record"] == 1.0
+    chosen = choose_sure(questions, probs, 1.0, 0.0, 1.0, 0.4)
+    assert chosen is not None and 0.9 < chosen <= 0.95  # answers both sure ones, not the near-topic one
+    tuned = replay(questions, probs, 1.0, 0.0, 1.0, 0.4, chosen)
+    assert tuned["top5"] == 1.0 and tuned["no_record"] == 1.0
+    assert choose_sure(questions[2:], probs[2:], 1.0, 0.0, 1.0, 0.4) is None  # nothing to gain: the gate alone
+
+
 def test_the_hedge_covers_the_low_bands_where_the_first_record_was_mostly_wrong():
     from retrieval.learn import Question, hedge_threshold
 
@@ -122,8 +164,9 @@ def test_the_hedge_covers_the_low_bands_where_the_first_record_was_mostly_wrong(
 def test_the_scorer_is_a_logistic_model_stored_as_json(tmp_path):
     weights = tuple(1.0 if name == "similarity" else 0.0 for name in FEATURES)
     scorer = Scorer(
-        weights=weights, bias=-0.5, gate=0.6, margin=0.1, verify_gate=0.75, hedge_below=0.7, answer_floor=0.4
-    )
+        weights=weights, bias=-0.5, gate=0.6, margin=0.1, verify_gate=0.75, hedge_below=0.7, answer_floor=0.4,
+        verify_sure=0.9,
+    )  # fmt: skip
     row = [0.5 if name == "similarity" else 0.0 for name in FEATURES]
     assert scorer.probability(row) == pytest.approx(0.5)
     path = tmp_path / "relevance.json"
