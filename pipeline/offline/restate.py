@@ -152,7 +152,22 @@ def third_person(text: str, actor: str, addressee: str | None = None, *, named: 
     return "".join([*out, _third_person(text[at:], actor, addressee, named=named)])
 
 
+# A word joined to another by a hyphen, slash, dot or underscore ("us-east-1", "me-south", "my-app/v2") is a name
+# of its own, never a pronoun: it is set aside while the pronouns are replaced.
+_COMPOUND = re.compile(r"\w+(?:[-/._]\w+)+")
+
+
 def _third_person(text: str, actor: str, addressee: str | None = None, *, named: bool = False) -> str:
+    """`_pronouns_replaced` in `text` outside its compounds (`_COMPOUND`)."""
+    compounds = _COMPOUND.findall(text)
+    if not compounds:
+        return _pronouns_replaced(text, actor, addressee, named=named)
+    masked = _COMPOUND.sub(lambda m: f"\ue000{compounds.index(m.group(0))}\ue001", text)
+    out = _pronouns_replaced(masked, actor, addressee, named=named)
+    return re.sub("\ue000(\\d+)\ue001", lambda m: compounds[int(m.group(1))], out)
+
+
+def _pronouns_replaced(text: str, actor: str, addressee: str | None = None, *, named: bool = False) -> str:
     """First person → `actor`, second person → `addressee`, "we"/"let's" → the team. An emphatic reflexive goes
     ("I'll write it myself" → "<actor> will write it"): in the third person it says nothing the name does not.
     "my" is the actor's until the actor is named (before the text when `named`, as a task's owner is), then

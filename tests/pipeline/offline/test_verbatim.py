@@ -197,6 +197,14 @@ def test_us_is_the_team_but_the_country_in_capitals_stays() -> None:
     )
 
 
+def test_a_pronoun_inside_a_hyphenated_or_slashed_name_is_left_as_it_is() -> None:
+    # "us-east-2", "me-central-1" are regions, "my-ledger/v3" a repository: no "the team-east-2".
+    said = third_person(
+        "we fail over to us-east-2 and me-central-1, and you'll tag my-ledger/v3 for us", "Kofi", "Ines"
+    )
+    assert said == "the team fails over to us-east-2 and me-central-1, and Ines will tag my-ledger/v3 for the team"
+
+
 def test_an_emphatic_reflexive_is_not_carried_into_the_third_person() -> None:
     assert task("I'll repaint the meeting room myself, no need for a contractor", "Dana", "Dana").startswith(
         "repaint the meeting room"
