@@ -590,9 +590,10 @@ def _moves_date(w: _Window, record: _Record, j: int) -> bool:
     return near >= w.scored.engine.params["done_cosine"]
 
 
-# A promise of the author's own ("I'll send it", "I can take Monday"). Not "me": in a request it is who the task is
-# for ("send me the stats", "the drawings to me by Friday"), not who does it.
-_SELF = re.compile(r"\b(?:i'll|ill|i will|i'm|im|i am|i can|i'd|myself)\b", re.IGNORECASE)
+# A promise of the author's own ("I'll send it", "I can take Monday", "let me check the logs first"). Not "me"
+# otherwise: in a request it is who the task is for ("send me the stats", "the drawings to me by Friday", "let me
+# know"), not who does it.
+_SELF = re.compile(rf"\b(?:i'll|ill|i will|i'm|im|i am|i can|i'd|myself|{restate.LET_ME})\b", re.IGNORECASE)
 # "I send it today", "I redo the sections": the plain present said of what one is about to do is a promise in much
 # written English (a second language's above all); not a verb of thinking, wanting or having ("I think", "I need the
 # list", "I have two").
@@ -827,7 +828,9 @@ def _gapped_verb(w: _Window, record: _Record, actor: str, owner: str) -> str:
     return ""
 
 
-_COMMITS = re.compile(r"\b(?:i'?ll|i will|i can|i'?m going to|i am going to|i'?d|will do|on it)\b", re.IGNORECASE)
+_COMMITS = re.compile(
+    rf"\b(?:i'?ll|i will|i can|i'?m going to|i am going to|i'?d|will do|on it|{restate.LET_ME})\b", re.IGNORECASE
+)
 
 
 def _task_part(w: _Window, record: _Record) -> tuple[str | None, bool]:

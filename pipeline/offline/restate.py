@@ -335,10 +335,14 @@ _YOU_DO = re.compile(
     r"^(?:you|u)\s+(?!(?:are|were|have|had|can|could|should|will|would|might|must|may|do|did|need|know)\b)(?=\w)",
     re.IGNORECASE,
 )
-_PROMISE = re.compile(r"\b(?:i'?ll|i will|i can|i'?m going to|i'?m gonna)\s+\w", re.IGNORECASE)
+# "let me check the logs" commits its author as "I'll" does; "let me know", and a permission refused ("won't let me
+# raise it"), do not.
+LET_ME = r"(?<!n't )(?<!n\u2019t )(?<!not )let me(?!\s+know\b)"
+_PROMISE_LEAD = rf"\b(?:i'?ll|i will|i can|i'?m going to|i'?m gonna|{LET_ME})"
+_PROMISE = re.compile(rf"{_PROMISE_LEAD}\s*\w", re.IGNORECASE)
 _HEDGE = re.compile(r"^(?:maybe|perhaps|possibly|probably|also|just)\s+(?=\w)", re.IGNORECASE)
 _COMMIT_LEAD = re.compile(
-    r"^.*?\b(?:i'?ll|i will|i can|i'?m going to|i'?m gonna|i'?m(?=\s+\w+ing\b)|i)\s+"
+    rf"^.*?\b(?:i'?ll|i will|i can|i'?m going to|i'?m gonna|i'?m(?=\s+\w+ing\b)|i|{LET_ME})\s+"
     r"(?:also\s+|just\s+|then\s+|go ahead and\s+)?",
     re.IGNORECASE,
 )
@@ -723,6 +727,8 @@ def opens_on_task(phrase: str, said: str) -> bool:
     if starts_with_verb(phrase):
         return True
     first = phrase.split(" ", 1)[0].casefold()
+    if first.isalpha() and re.search(rf"{_PROMISE_LEAD}\s+{re.escape(first)}\b", clean(said), re.I):
+        return True  # the word a promise goes on with is a verb, whatever else it is ("I'll snapshot it first")
     if not first.isalpha() or first in _STOP or first in _DANGLING or getAllLemmas(first):
         return False
     return any(rx.search(part) for part in sentences(clean(said)) for rx in (_REQUEST_LEAD, _OFFER_LEAD, _PROMISE))

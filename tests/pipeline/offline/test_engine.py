@@ -1254,3 +1254,11 @@ def test_a_plain_present_promise_said_to_a_member_stays_its_authors() -> None:
     msgs = window((ANA, "@ben I repaint the fire doors on Thursday, dry by Friday. you check them then?"))
     found = actions_on(msgs, "m1", engine=opening(action_scale=0.5))
     assert found and found[0].owner_id == ANA.user_id, found
+
+
+def test_let_me_is_its_authors_promise_and_let_me_know_or_a_refused_permission_is_not() -> None:
+    engine_extract = importlib.import_module("pipeline.offline.extract")  # the module, not its `extract` function
+    for said in ("let me chase the glaziers first", "ok. Let me redo the rota tonight"):
+        assert engine_extract._SELF.search(said) and engine_extract._COMMITS.search(said)
+    for said in ("let me know when the glaziers are in", "the council won't let me close the road", "send me the rota"):
+        assert not engine_extract._SELF.search(said) and not engine_extract._COMMITS.search(said)

@@ -231,6 +231,20 @@ def test_the_team_would_or_had_and_a_negated_owner_agree() -> None:
     assert negated("Ana", "can't sign the lease") == "Ana can't sign the lease"
 
 
+def test_let_me_commits_its_author_and_the_word_a_promise_goes_on_with_is_its_verb() -> None:
+    from pipeline.offline.restate import opens_on_task
+
+    said = "heads up: bay 4 still has the old racking plan. let me snapshot it before the fitters arrive"
+    assert task(said, "Noor", "Noor") == "snapshot it before the fitters arrive"
+    assert task("let me mull over the canteen quotes", "Noor", "Noor") == "mull over the canteen quotes"
+    # A noun to the dictionary, a verb after "I'll" or "let me": "Noor to snapshot it …".
+    assert opens_on_task("snapshot it before the fitters arrive", said)
+    assert opens_on_task("snapshot the supplier portal", "I'll snapshot the supplier portal for everyone")
+    assert not opens_on_task("snapshot queue is long", "the snapshot queue is long again")
+    # "let me know" asks the listener; a permission refused commits nobody.
+    assert task("the landlord won't let me repaint the lobby", "Noor", "Noor").startswith("the landlord")
+
+
 def test_a_task_said_after_then_or_and_is_the_verb_that_follows() -> None:
     # "Then …" links the task to the message before; the record says the task: "Ines to phone the glazier".
     said = task("Then phone the glazier about the cracked pane.", "Dana", "Ines")
