@@ -323,8 +323,8 @@ def fit(convs: dict, path: Path, dump: str | None, folds: str | None = None) -> 
 
 
 def tune(convs: dict, first: str, folds: str | None = None) -> None:
-    """Choose the committed scorer's `verify_sure` on the questions of the conversations from `first` on (ones
-    its weights were not fitted on) and write it into retrieval/artefacts/relevance.json."""
+    """Choose the committed scorer's `verify_sure` on the questions of the conversations from `first` on, in id
+    order (ones its weights were not fitted on), and write it into retrieval/artefacts/relevance.json."""
     from retrieval import learn, relevance
 
     held_out = sorted(c for c in convs if c >= first)

@@ -161,8 +161,8 @@ class Scorer:
     # answer says it is only the nearest record.
     hedge_below: float = 0.0
     # A yes/no question whose most probable record reaches this probability is answered by it even when no record
-    # reaches the yes/no gate: the question asks in other words than the record says it in ("is a Switch version
-    # part of the deal?" of "no Switch SKU in M4"). None: the gate alone.
+    # reaches the yes/no gate: the question asks in other words than the record says it in ("is the ferry still
+    # running on Sundays?" of "Sunday sailings stop from May"). None: the gate alone.
     verify_sure: float | None = None
     version: str = FEATURE_VERSION
 
