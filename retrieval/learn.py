@@ -206,8 +206,8 @@ def choose_sure(
     probabilities the scorer did not see the questions of (out-of-fold, or held out); on a tie the gate alone,
     then the highest (answer the fewest on probability alone)."""
     options: list[float | None] = [None, *sorted(SURE, reverse=True)]
-    scored = [(both(replay(questions, probs, gate, margin, verify_gate, floor, s)), -k) for k, s in enumerate(options)]
-    return options[-max(scored)[1]]
+    scores = [both(replay(questions, probs, gate, margin, verify_gate, floor, s)) for s in options]
+    return options[scores.index(max(scores))]  # the first of the best: the order above breaks ties
 
 
 def tune_sure(questions: Sequence[Question], scorer: Scorer) -> tuple[Scorer, dict[str, Any]]:

@@ -342,7 +342,7 @@ _PROMISE_LEAD = rf"\b(?:i'?ll|i will|i can|i'?m going to|i'?m gonna|{LET_ME})"
 _PROMISE = re.compile(rf"{_PROMISE_LEAD}\s*\w", re.IGNORECASE)
 _HEDGE = re.compile(r"^(?:maybe|perhaps|possibly|probably|also|just)\s+(?=\w)", re.IGNORECASE)
 _COMMIT_LEAD = re.compile(
-    rf"^.*?\b(?:i'?ll|i will|i can|i'?m going to|i'?m gonna|i'?m(?=\s+\w+ing\b)|i|{LET_ME})\s+"
+    rf"^.*?(?:{_PROMISE_LEAD}|\bi'?m(?=\s+\w+ing\b)|\bi)\s+"
     r"(?:also\s+|just\s+|then\s+|go ahead and\s+)?",
     re.IGNORECASE,
 )
