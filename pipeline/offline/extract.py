@@ -143,12 +143,13 @@ def _member(ctx: ChannelContext, user_id: str) -> Member:
 
 
 def _opening(w: _Window, i: int) -> float:
-    """How strongly message `i` states a decision: Tier 1's `decision` head (the message and the one before) and
-    the `decision_anchor` head (the same label, with the message after it too), each as a share of its threshold,
-    mixed by `decision_anchor_mix`."""
+    """How strongly message `i` states a decision: Tier 1's `decision` head (the message and the one before; for a
+    message of several sentences, its likeliest sentence's if higher) and the `decision_anchor` head (the same
+    label, with the message after it too), each as a share of its threshold, mixed by `decision_anchor_mix`."""
     params = w.scored.engine.params
     mix = params.get("decision_anchor_mix", 0.0)
-    score = (1 - mix) * w.scored.p("decision", i) / w.scored.engine.threshold("decision")
+    decision = max(w.scored.p("decision", i), w.scored.by_sentence(i))
+    score = (1 - mix) * decision / w.scored.engine.threshold("decision")
     return score + mix * w.scored.p("decision_anchor", i) / w.scored.engine.threshold("decision_anchor")
 
 

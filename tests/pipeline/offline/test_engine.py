@@ -847,6 +847,45 @@ def test_a_decision_opens_on_both_decision_heads_each_as_a_share_of_its_threshol
     assert [_states_decision(w, i) for i in range(3)] == [True, False, True]
 
 
+def test_a_message_of_several_sentences_opens_a_decision_on_its_likeliest_sentence() -> None:
+    """A decision followed by a request in one message ("… we order X. Cara, could you …?") is scored by Tier 1's
+    `decision` head sentence by sentence too (each read as the message, after the same message before it, with the
+    message's vector); the opening takes the higher of the message's and its likeliest sentence's probability."""
+    from types import SimpleNamespace
+
+    from pipeline.offline import features
+    from pipeline.offline.extract import _states_decision
+
+    engine = model.load()
+    said = [
+        (ANA, "the printer on floor three keeps jamming on the thick card stock"),
+        (BEN, "ok, we order the heavier tray from Ostland and retire the old one. Cara, could you raise the request?"),
+        (CARA, "sure, on it"),
+    ]
+    msgs = [features.Msg(f"m{k}", who.user_id, text, float(k), k == 1) for k, (who, text) in enumerate(said)]
+    scored = engine.score(msgs)
+    decision = model.CATEGORIES.index("decision")
+    alone = [
+        engine.score([msgs[0], dataclasses.replace(msgs[1], text=part)], scored.vectors[:2], tier2=False).tier1[-1]
+        for part in restate.sentences(said[1][1])
+    ]
+    assert scored.by_sentence(1) == pytest.approx(max(row[decision] for row in alone))
+    assert scored.by_sentence(0) == scored.by_sentence(2) == 0.0  # one sentence each
+    assert engine.score(msgs, tier2=False).sentence_decision is None  # Tier 1 alone (classification) reads messages
+
+    def heads(names: tuple[str, ...]) -> model.Heads:
+        return model.Heads(names, np.zeros((len(names), 1)), np.zeros(len(names)), np.full(len(names), 0.5))
+
+    bare = model.Engine(heads(model.CATEGORIES), heads(model.EXTRACT_HEADS))
+    bare.params = {**model.DEFAULT_PARAMS, "decision_anchor_mix": 0.5, "decision_anchor_scale": 1.0}
+    p1, p2 = np.zeros((1, len(model.CATEGORIES))), np.zeros((1, len(model.EXTRACT_HEADS)))
+    p1[0, decision], p2[0, model.EXTRACT_HEADS.index("decision_anchor")] = 0.2, 0.6
+    as_a_whole = SimpleNamespace(scored=model.Scored(p1, p2, np.zeros((1, 4)), bare))
+    by_sentence = SimpleNamespace(scored=model.Scored(p1, p2, np.zeros((1, 4)), bare, np.array([0.5])))
+    assert not _states_decision(as_a_whole, 0)  # (0.2 + 0.6) / 2 / 0.5 = 0.8
+    assert _states_decision(by_sentence, 0)  # (0.5 + 0.6) / 2 / 0.5 = 1.1
+
+
 def test_the_learned_join_decides_which_later_messages_belong_to_a_decision() -> None:
     """With a learned join (`model.Join`), a message close after a decision record joins it when the join says so,
     whatever the decision-evidence head says; a message stating a decision that the join turns away opens its own."""
