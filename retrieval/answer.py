@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ground.config import LOCAL_MODEL
 from ground.wording import counted, joined, number
 from knowledge.channels import channel_zone
-from knowledge.verbatim import MAX_RUN, longest_common_run
+from knowledge.verbatim import MAX_RUN, kept_share, longest_common_run
 from retrieval.fusion import RecordKey
 from retrieval.pack import ContextPack, local_date
 from retrieval.plan import QueryPlan, form_of
@@ -296,6 +296,15 @@ def _chain(record: Record, candidates: Sequence[Record]) -> tuple[Record, Record
     return None
 
 
+# Two records each keeping this share of the other's words, in order, say the same thing (a decision and a task
+# restated from one sentence): once one is cited, the other adds nothing to the answer and is left out.
+SAYS_THE_SAME = 0.8
+
+
+def _says_the_same(record: Record, cited: Sequence[Record]) -> bool:
+    return any(min(kept_share(record.text, c.text), kept_share(c.text, record.text)) >= SAYS_THE_SAME for c in cited)
+
+
 def cite(
     ranked: Sequence[Record],
     scores: Mapping[RecordKey, float],
@@ -307,7 +316,7 @@ def cite(
     """The records an answer rests on: the best, and those whose relevance is within `margin` of it.
 
     A decision that replaced (or was replaced by) the best one is cited with it whatever its score:
-    the answer gives the current state and what changed.
+    the answer gives the current state and what changed. A record that says what a cited one says is not.
     """
     candidates = [r for r in ranked if citable(r)]
     if not candidates:
@@ -321,7 +330,9 @@ def cite(
     for record in candidates[1:]:
         if len(chosen) >= limit:
             break
-        if record not in chosen and scores.get(record.key, 0.0) >= top - margin:
+        if record in chosen or _says_the_same(record, chosen):
+            continue
+        if scores.get(record.key, 0.0) >= top - margin:
             chosen.append(record)
     return chosen
 

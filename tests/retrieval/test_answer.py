@@ -208,6 +208,15 @@ def test_only_records_close_to_the_best_are_cited_and_never_more_than_three():
     # The decision the best one replaced is cited with it, however it scores, current first.
     scores = {KEEP_OLD.key: 1.0, MIGRATE.key: 0.95, KEEP_LONGER.key: 0.2}
     assert cite([KEEP_OLD, MIGRATE, KEEP_LONGER], scores, margin=0.15)[:2] == [KEEP_LONGER, KEEP_OLD]
+    # A record saying what a cited one says (a decision and the task stored from one sentence) is left out.
+    said = "From next month Priya sends the freezer temperature log here every Monday"
+    twins = [
+        rec("action", 5, said, status="open"),
+        rec("decision", 6, said),
+        rec("decision", 7, "Shelf 7 is for dry goods"),
+    ]
+    scores = {r.key: 1.0 - 0.01 * i for i, r in enumerate(twins)}
+    assert [r.key for r in cite(twins, scores, margin=0.15)] == [twins[0].key, twins[2].key]
     # A question that is not about records gets none: what is not citable never answers.
     assert cite([rec("signal", 3, "Is the archive ready?", status="question")], {}, margin=0.15) == []
 
