@@ -154,11 +154,15 @@ class Scored:
     vectors: np.ndarray
     engine: Engine
     # Per message of several sentences, Tier 1's `decision` probability of its likeliest sentence (0 for one of
-    # a single sentence; `Engine.score` with Tier 2, as extraction scores a window).
+    # a single sentence), worked out from `msgs` when `by_sentence` first asks: `Engine.score` with Tier 2 keeps
+    # the messages, as extraction scores a window; a window scored only for a Tier 2 head never pays for it.
     sentence_decision: np.ndarray | None = None
+    msgs: Sequence[features.Msg] = ()
 
     def by_sentence(self, i: int) -> float:
         """The `decision` probability of message `i`'s likeliest sentence, read alone (0 when it has one)."""
+        if self.sentence_decision is None and self.msgs:
+            self.sentence_decision = self.engine.sentence_decision(self.msgs, self.vectors)
         return 0.0 if self.sentence_decision is None else float(self.sentence_decision[i])
 
     def p(self, head: str, i: int) -> float:
@@ -196,9 +200,9 @@ class Engine:
         if not tier2:
             return Scored(t1, np.zeros((len(msgs), len(EXTRACT_HEADS))), vectors, self)
         t2 = self.tier2.probs(features.matrix(msgs, vectors, with_next=True))
-        return Scored(t1, t2, vectors, self, self._sentence_decision(msgs, vectors))
+        return Scored(t1, t2, vectors, self, msgs=msgs)
 
-    def _sentence_decision(self, msgs: Sequence[features.Msg], vectors: np.ndarray) -> np.ndarray:
+    def sentence_decision(self, msgs: Sequence[features.Msg], vectors: np.ndarray) -> np.ndarray:
         """`Scored.sentence_decision`: each sentence of `params["sentence_min_words"]` words or more of a message
         that has two or more, scored by Tier 1's `decision` head as if it were the message (after the same message
         before it, with the message's own vector: no sentence is embedded), all in one matrix."""
