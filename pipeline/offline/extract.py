@@ -300,6 +300,11 @@ def _core(w: _Window, i: int) -> tuple[str, str | None, bool]:
     parts = [part for part in restate.sentences(text) if len(restate.clean(part).split()) >= 4]
     if len(parts) < 2:
         return text, None, True
+    # A heading ("Notes from the call with the landlord:") announces what the sentences after it say.
+    if (stated := [part for part in parts if not restate.heading(part)]) and len(stated) < len(parts):
+        parts = stated
+        if len(parts) < 2:
+            return parts[0], None, True
     # A sentence that asks a member to do something ("Ana, book the hall.") is an action beside the decision.
     stating = [part for part in parts if not _asks_member(w, part)]
     if stating and len(stating) < len(parts):

@@ -361,7 +361,15 @@ _FRAMING_WORDS = frozenset(
     """decided decide decision decisions official officially final finally plan plans planned change changes changing
     changed switch switching reverse reversing reversed reverting revert go going do done make made call verdict agreed
     agree approved confirmed confirm settled ruling update updated new rule myself ourselves again instead then so ok
-    okay right fine yes alright""".split()
+    okay right fine yes alright one more thing things next time quick note reminder fyi psa btw heads up""".split()
+)
+# A lead saying that what follows holds from now on ("From now on, …", "Going forward …", "New rule: …"): a
+# decision is on record from its date, so the record says what holds without it (a date said after it stays:
+# "From now on, starting 3 May, …" keeps "starting 3 May").
+_STANDING = re.compile(
+    r"^(?:from now on|from here on(?:\s+(?:in|out))?|going forward|moving forward|henceforth|as a rule"
+    r"|(?:a\s+)?new rule)(?!\s+(?:with|of|for|is|was)\b)\s*[,:;\u2013\u2014-]?\s+",
+    re.IGNORECASE,
 )
 # A question the team said yes to is what they decided: "shall I book the hall?" → "Ana will book the hall".
 _ASKED_BE = re.compile(r"^(?i:are|is)\s+(the team|[A-Z][\w'-]*)\s+(?=\w)")
@@ -430,9 +438,33 @@ def _first_clause(text: str, aside: re.Pattern[str] = _ASIDE, *, run_on: bool = 
 
 
 def _main_sentence(text: str) -> str:
-    """The sentence that carries the message: the first with four or more words (else the whole)."""
+    """The sentence that carries the message: the first with four or more words that is no heading (else the
+    first with four or more words, else the whole)."""
     parts = sentences(text)
-    return next((p for p in parts if len(p.split()) >= 4), parts[0] if parts else "")
+    long = [p for p in parts if len(p.split()) >= 4]
+    return next((p for p in long if not heading(p)), long[0] if long else parts[0] if parts else "")
+
+
+def heading(sentence: str) -> bool:
+    """Does `sentence` only announce what follows it ("Summary of today's call (Ana, Ben, me):")?"""
+    return sentence.rstrip().endswith(":")
+
+
+# A report's heading before a colon ("Notes from today's call with the landlord (Ana, me): …", "Quick recap:"):
+# what follows is what was said.
+_HEADING = re.compile(
+    r"^(?:(?:a|my|our|the|some|quick|short|brief|final)\s+)*(?:summary|notes|recap|minutes|wrap-up|wrap up"
+    r"|takeaways|outcomes?|readout|debrief)\b[^:]{0,120}:\s+",
+    re.IGNORECASE,
+)
+
+
+def _without_heading(text: str) -> str:
+    """`text` without a report's heading (`_HEADING`), when at least three words follow it."""
+    match = _HEADING.match(text)
+    if match and len(text[match.end() :].split()) >= 3:
+        return text[match.end() :]
+    return text
 
 
 # A proposal, once the team agreed to it, is what the team will do: "I'd suggest we trial it for a month", "what
@@ -472,12 +504,12 @@ def normal_form(
     """A third-person clause restating the message's main sentence without its chat framing, up to its first
     `aside` (past a dash before the figures or dates it announces, with `run_on`). A `decision`'s proposal is said
     as what the team will do."""
-    core = clean(_main_sentence(clean(text)))
+    core = _without_standing(_without_heading(clean(_main_sentence(clean(text)))))
     if decision:
         core = _as_agreed(core)
     framed = _FRAME.match(core)
     unframed = _FRAME.sub("", core)
-    core = _without_label(unframed)
+    core = _without_standing(_without_label(unframed))
     # "let's start with one supplier" is what the team will do, not an order (a label after the frame, "let's do
     # it: …", and a choice `as_chosen` words, "go with …", aside).
     if (
@@ -599,6 +631,15 @@ def _without_label(text: str) -> str:
     )
     if framing and len(rest.split()) >= 3:
         return clean(rest)
+    return text
+
+
+def _without_standing(text: str) -> str:
+    """`text` without a lead saying that what follows holds from now on (`_STANDING`), when at least three words
+    follow it."""
+    match = _STANDING.match(text)
+    if match and len(text[match.end() :].split()) >= 3:
+        return text[match.end() :]
     return text
 
 
@@ -736,11 +777,13 @@ def opens_on_task(phrase: str, said: str) -> bool:
 
 def base_form(phrase: str) -> str:
     """A task said with a gerund ("booking the minibus") in the base form that follows "to" ("book the
-    minibus"), by lemminflect's dictionary (a maintained English lemmatiser, no model download)."""
+    minibus"), by lemminflect's dictionary (a maintained English lemmatiser, no model download); a word the
+    dictionary knows only as another part of speech ("anything", "something") is no gerund."""
     first, _, rest = phrase.partition(" ")
     word = first.casefold()
     if len(word) > 4 and word.endswith("ing") and word.isalpha():
-        lemmas = getLemma(word, upos="VERB")
+        known = getAllLemmas(word)
+        lemmas = known.get("VERB") if known else getLemma(word, upos="VERB")
         if lemmas and lemmas[0] != word:
             return f"{lemmas[0]} {rest}".strip()
     return phrase

@@ -679,6 +679,40 @@ def test_a_label_that_only_frames_a_decision_is_not_stored_but_one_naming_its_su
         assert normal_form(said, "Ana").split()[:2] == said.split()[:2]  # the subject stays
 
 
+def test_a_lead_saying_a_rule_holds_from_now_on_is_not_stored_but_its_date_is() -> None:
+    from pipeline.offline.restate import decision, normal_form
+
+    standing = {
+        "From now on, every pallet over 800 kg gets a second strap": "every pallet over 800 kg gets",
+        "going forward we label spare fuses by amperage": "the team labels spare fuses",
+        "Quick reminder: from now on the side gate stays locked after six": "the side gate stays locked",
+        "New rule from 2 June: visitors sign in at reception first": "from 2 June: visitors sign in",
+    }
+    for said, kept in standing.items():
+        assert normal_form(said, "Ana").startswith(kept), normal_form(said, "Ana")
+    # "Going forward with …" is the choice itself, not a lead.
+    assert normal_form("Going forward with the cheaper courier", "Ana").startswith("Going forward with")
+    # Without the lead, the decision keeps what it says after the verb rather than cutting it to fit.
+    said = "from now on every returned scanner gets a battery check and a wipe before it goes back on the shelf. thanks"
+    assert decision(said, "Ana", [said]).endswith("before it goes back on the shelf."), decision(said, "Ana", [said])
+
+
+def test_a_report_heading_is_not_the_decision_the_report_states() -> None:
+    from pipeline.offline.restate import normal_form
+
+    said = "Notes from the call with the landlord (Ana, Cara, me): the lease on unit 4 runs until June 2027"
+    assert normal_form(said, "Ben").startswith("the lease on unit 4 runs"), normal_form(said, "Ben")
+    assert normal_form("Notes are in the shared drive now", "Ben").startswith("Notes are")  # no heading
+    # A heading on a line of its own announces the sentences after it: the record restates one of those.
+    msgs = window(
+        (ANA, "how did the call with the print shop go?"),
+        (BEN, "Summary of this morning's call with the print shop (Cara, me):\nThe posters move to matte card stock."),
+    )
+    decisions = extract(msgs, CTX, engine=opening(decision_scale=0.3, decision=0.05)).decisions
+    (decision,) = [d for d in decisions if "m2" in d.source_msg_ids]
+    assert decision.summary.startswith("The posters move to matte"), decision.summary
+
+
 def test_a_parenthesis_inside_a_sentence_is_left_out_and_the_sentence_goes_on() -> None:
     from pipeline.offline.restate import normal_form
 

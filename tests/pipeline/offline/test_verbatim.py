@@ -274,6 +274,7 @@ def test_a_task_said_with_a_gerund_reads_in_the_base_form() -> None:
     assert base_form("writing the tender summary") == "write the tender summary"
     assert base_form("review the tender summary") == "review the tender summary"
     assert base_form("ring the venue") == "ring the venue"  # short words and non-gerunds stay
+    assert base_form("anything over budget goes to Ana") == "anything over budget goes to Ana"  # no verb
 
 
 def test_a_sentence_keeps_a_first_word_written_in_mixed_case() -> None:
