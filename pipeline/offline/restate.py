@@ -30,7 +30,8 @@ _EMOJI_STOP = re.compile(rf"(?<=[\w)%])\s*{_EMOJI.pattern}+\s+(?=[\w@\"'(])")
 # news"; "update" unless it has an object: "update the sheet" is a task); words that may be the content ("all
 # three vendors", "team lunch", "status report") go only as a label ("All:", "Team,").
 _LEAD = re.compile(
-    r"^\s*(?:(?:ok|okay|right|so|yes|yep|yeah|fine|alright|cool|great|well|hmm|ah|oh|and|but|also|agreed|decided"
+    r"^\s*(?:(?:ok|okay|right|so(?!\s+(?:far|much|many|long)\b)|yes|yep|yeah|fine|alright|cool|great|well|hmm|ah|oh"
+    r"|and|but|also|agreed|decided"
     r"|decision|approved|confirmed|for the record|final call|fyi|heads[ -]up|quick update|btw|thanks|thank you|sure"
     r"|sounds good|good news|bad news|update(?!\s+(?:the|a|an|our|my|your|their|this|that|these|those|it|them)\b))"
     r"\b\s*[,:;.!\-\u2013—]*\s*"
@@ -299,7 +300,9 @@ MAX_SHARE = 0.75
 # `MAX_SHARE` the dev median of all records rose from 0.59 to 0.61, past the audit's 0.6.
 JOIN_SHARE = 0.6
 MAX_WORDS = 32  # a record is a sentence, not a paragraph
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])\s*|\n+"
+)  # also after an ideographic full stop, "!" or "?"
 _ASIDE = re.compile(
     r"\s*(?:\(|\s[-\u2013\u2014]\s|;|\bbecause\b|\bsince\b|\bbut\b|\bso that\b|, so\b|, which\b|, as\b)"
 )
@@ -369,6 +372,13 @@ _FRAMING_WORDS = frozenset(
 _STANDING = re.compile(
     r"^(?:from now on|from here on(?:\s+(?:in|out))?|going forward|moving forward|henceforth|as a rule"
     r"|(?:a\s+)?new rule)(?!\s+(?:with|of|for|is|was)\b)\s*[,:;\u2013\u2014-]?\s+",
+    re.IGNORECASE,
+)
+# A word that ties a message to the one before it ("Then …", "So …", "In that case, …", "After that, …") means
+# nothing in a record read on its own.
+_CONNECTIVE = re.compile(
+    r"^(?:(?:ok|okay|right|alright|and|but)\s*,?\s+)?(?:so then|so|then|in that case|after that|therefore|hence"
+    r"|anyway|which means|accordingly|thus|consequently)(?!\s+(?:far|much|many|long|that|on)\b)\s*[,:]?\s+",
     re.IGNORECASE,
 )
 # A question the team said yes to is what they decided: "shall I book the hall?" → "Ana will book the hall".
@@ -504,12 +514,12 @@ def normal_form(
     """A third-person clause restating the message's main sentence without its chat framing, up to its first
     `aside` (past a dash before the figures or dates it announces, with `run_on`). A `decision`'s proposal is said
     as what the team will do."""
-    core = _without_standing(_without_heading(clean(_main_sentence(clean(text)))))
+    core = _without_lead(_without_heading(clean(_main_sentence(clean(text)))))
     if decision:
         core = _as_agreed(core)
     framed = _FRAME.match(core)
     unframed = _FRAME.sub("", core)
-    core = _without_standing(_without_label(unframed))
+    core = _without_lead(_without_label(unframed))
     # "let's start with one supplier" is what the team will do, not an order (a label after the frame, "let's do
     # it: …", and a choice `as_chosen` words, "go with …", aside).
     if (
@@ -634,12 +644,11 @@ def _without_label(text: str) -> str:
     return text
 
 
-def _without_standing(text: str) -> str:
-    """`text` without a lead saying that what follows holds from now on (`_STANDING`), when at least three words
-    follow it."""
-    match = _STANDING.match(text)
-    if match and len(text[match.end() :].split()) >= 3:
-        return text[match.end() :]
+def _without_lead(text: str) -> str:
+    """`text` without a lead saying that what follows holds from now on (`_STANDING`) or tying it to the message
+    before (`_CONNECTIVE`), one after the other, as long as at least three words follow."""
+    while (match := _STANDING.match(text) or _CONNECTIVE.match(text)) and len(text[match.end() :].split()) >= 3:
+        text = text[match.end() :]
     return text
 
 

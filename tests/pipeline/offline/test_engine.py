@@ -679,7 +679,7 @@ def test_a_label_that_only_frames_a_decision_is_not_stored_but_one_naming_its_su
         assert normal_form(said, "Ana").split()[:2] == said.split()[:2]  # the subject stays
 
 
-def test_a_lead_saying_a_rule_holds_from_now_on_is_not_stored_but_its_date_is() -> None:
+def test_a_lead_saying_a_rule_holds_from_now_on_or_tying_it_to_what_came_before_is_not_stored() -> None:
     from pipeline.offline.restate import decision, normal_form
 
     standing = {
@@ -690,6 +690,12 @@ def test_a_lead_saying_a_rule_holds_from_now_on_is_not_stored_but_its_date_is() 
     }
     for said, kept in standing.items():
         assert normal_form(said, "Ana").startswith(kept), normal_form(said, "Ana")
+    # A word tying the message to the one before it means nothing in a record read on its own.
+    assert normal_form("Then the loading dock closes at four on Fridays", "Ana").startswith("the loading dock")
+    assert normal_form("ok so after that, every refund goes through Cara", "Ana").startswith("every refund goes")
+    assert normal_form("So far the pilot has cost 3k", "Ana").startswith("So far")  # not a connective
+    # A sentence ended by an ideographic full stop is a sentence of its own.
+    assert normal_form("了解です。Then the pilot moves to the Osaka depot in May", "Ana").startswith("the pilot moves")
     # "Going forward with …" is the choice itself, not a lead.
     assert normal_form("Going forward with the cheaper courier", "Ana").startswith("Going forward with")
     # Without the lead, the decision keeps what it says after the verb rather than cutting it to fit.
