@@ -8,6 +8,7 @@ order and shares no ten-word run with one.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import unicodedata
@@ -415,6 +416,46 @@ _SUBORDINATE = re.compile(
 )
 
 
+# A condition or a time said before its main clause ("Whenever the schools close for snow, every branch opens at noon"):
+# the record says what holds first and when after ("Every branch opens at noon whenever the schools close for snow").
+_CONDITION = re.compile(r"^(?:if|unless|when|whenever|once|until|as soon as|before|after|in case)\b", re.IGNORECASE)
+_CONDITION_WORDS = 14
+
+
+def _main_first(clause: str) -> str:
+    """`clause` with a leading condition (`_CONDITION`, up to the first comma after which a clause with a verb
+    follows, of at most `_CONDITION_WORDS` words and a verb of its own) moved after its main clause; else unchanged."""
+    if not _CONDITION.match(clause):
+        return clause
+    for match in re.finditer(r",\s+", clause):
+        condition, main = clause[: match.start()], clause[match.end() :]
+        if len(condition.split()) > _CONDITION_WORDS or re.search(r"[:;\u2013\u2014]", condition):
+            break
+        main = re.sub(r"^then\s+", "", main, flags=re.IGNORECASE)
+        if len(main.split()) >= 3 and _says_verb(condition.split()[1:]) and _says_verb(main.split()):
+            first = main.split(" ", 1)[0]
+            if first[1:].islower() and first.casefold().strip("'") in _STOP | _LOWER_OPENERS:
+                main = main[0].lower() + main[1:]
+            return f"{main.rstrip(' ,;:.')} {condition[0].lower()}{condition[1:]}"
+    return clause
+
+
+def _says_verb(tokens: list[str]) -> bool:
+    """`has_verb`, or a contracted auxiliary ("we'll"), or a subject pronoun before a word that can be a verb ("we
+    go", "they sign")."""
+    bare = [t.strip(".,;:!?\"'()").casefold() for t in tokens]
+    return (
+        has_verb(tokens)
+        or any(re.search(r"\w'(?:ll|d|re|ve|m)$", word) for word in bare)
+        or any(a in _SUBJECTS and "VERB" in _classes(b) for a, b in itertools.pairwise(bare))
+    )
+
+
+_SUBJECTS = frozenset("i we you they he she it".split())
+# Words that open a main clause and are no name: said mid-sentence in lower case.
+_LOWER_OPENERS = frozenset("every each nothing no none everyone everything anyone anything someone all both".split())
+
+
 # What a parenthesis inside a sentence holds, up to its closing mark, when the sentence goes on after it in words;
 # not a list label ("(b)", "(ii)"), which names the point the sentence makes.
 _INSERTED = re.compile(r"(?![A-Za-z0-9]{1,3}\))[^()]*\)\s*(?=[a-z])")
@@ -460,11 +501,12 @@ def heading(sentence: str) -> bool:
     return sentence.rstrip().endswith(":")
 
 
-# A report's heading before a colon ("Notes from today's call with the landlord (Ana, me): …", "Quick recap:"):
-# what follows is what was said.
+# A report's heading before a colon ("Notes from today's call with the landlord (Ana, me): …", "Quick recap:",
+# "Here's what we agreed:"): what follows is what was said.
 _HEADING = re.compile(
     r"^(?:(?:a|my|our|the|some|quick|short|brief|final)\s+)*(?:summary|notes|recap|minutes|wrap-up|wrap up"
-    r"|takeaways|outcomes?|readout|debrief)\b[^:]{0,120}:\s+",
+    r"|takeaways|outcomes?|readout|debrief|here'?s (?:how|what)|here is (?:how|what)|this is (?:how|what)"
+    r"|what (?:we|i|the team|everyone) (?:agreed|decided|settled))\b[^:]{0,120}:\s+",
     re.IGNORECASE,
 )
 
@@ -531,7 +573,7 @@ def normal_form(
         and as_chosen(core) == core
     ):
         core = f"the team will {core}"
-    core = _first_clause(core, aside, run_on=run_on).strip(" ,;:-.?!")
+    core = _main_first(_first_clause(core, aside, run_on=run_on).strip(" ,;:-.?!"))
     return third_person(core, actor, addressee, named=named).strip()
 
 

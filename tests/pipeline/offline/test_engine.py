@@ -703,6 +703,19 @@ def test_a_lead_saying_a_rule_holds_from_now_on_or_tying_it_to_what_came_before_
     assert decision(said, "Ana", [said]).endswith("before it goes back on the shelf."), decision(said, "Ana", [said])
 
 
+def test_a_condition_said_first_follows_what_holds() -> None:
+    from pipeline.offline.restate import normal_form
+
+    said = "Whenever the ferry is cancelled for fog, the school bus waits at the harbour"
+    assert normal_form(said, "Ana") == "the school bus waits at the harbour whenever the ferry is cancelled for fog"
+    assert normal_form("if the quote tops 5k, then we'll ask for a second one", "Ana") == (
+        "the team will ask for a second one if the quote tops 5k"
+    )
+    # A list or a label inside the lead, or too little after the comma, and it stays as said.
+    assert normal_form("Before Lena leaves: the keys go to Omar, the van to Priya", "Ana").startswith("Before Lena")
+    assert normal_form("If they say no, fine.", "Ana").startswith("If they say no")
+
+
 def test_a_report_heading_is_not_the_decision_the_report_states() -> None:
     from pipeline.offline.restate import normal_form
 
