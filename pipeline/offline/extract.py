@@ -305,6 +305,14 @@ def _core(w: _Window, i: int) -> tuple[str, str | None, bool]:
         parts = stated
         if len(parts) < 2:
             return parts[0], None, True
+    # A sentence that points back at what was said ("Then that's the plan.") says nothing read on its own: the
+    # message's other statements say what it points at (not a promise beside it: "I'll add it to the guide").
+    if back := [part for part in parts if restate.refers_back(part)]:
+        rest = [part for part in parts if part not in back]
+        if rest and not all(restate.promises(part) for part in rest):
+            parts = rest
+            if len(parts) < 2:
+                return parts[0], None, True
     # A sentence that asks a member to do something ("Ana, book the hall.") is an action beside the decision.
     stating = [part for part in parts if not _asks_member(w, part)]
     if stating and len(stating) < len(parts):

@@ -378,8 +378,8 @@ _STANDING = re.compile(
 # A word that ties a message to the one before it ("Then …", "So …", "In that case, …", "After that, …") means
 # nothing in a record read on its own.
 _CONNECTIVE = re.compile(
-    r"^(?:(?:ok|okay|right|alright|and|but)\s*,?\s+)?(?:so then|so|then|in that case|after that|therefore|hence"
-    r"|anyway|which means|accordingly|thus|consequently)(?!\s+(?:far|much|many|long|that|on)\b)\s*[,:]?\s+",
+    r"^(?:(?:ok|okay|right|alright|and|but)\s*,?\s+)?(?:so then|so(?!\s+(?:far|much|many|long|that|on)\b)|then"
+    r"|in that case|after that|therefore|hence|anyway|which means|accordingly|thus|consequently)\s*[,:]?\s+",
     re.IGNORECASE,
 )
 # A question the team said yes to is what they decided: "shall I book the hall?" → "Ana will book the hall".
@@ -692,6 +692,20 @@ def _without_lead(text: str) -> str:
     while (match := _STANDING.match(text) or _CONNECTIVE.match(text)) and len(text[match.end() :].split()) >= 3:
         text = text[match.end() :]
     return text
+
+
+# A statement whose subject points back at what was said before it: "That's the plan.", "this is our rule".
+_REFERS_BACK = re.compile(r"^(?:that|this)(?:'s|\s+is|\s+was|\s+will be|\s+would be)\b(?!\s+it\b)", re.IGNORECASE)
+
+
+def refers_back(text: str) -> bool:
+    """Is `text` a statement whose subject is "that" or "this", pointing back at what was said (`_REFERS_BACK`)?"""
+    return bool(_REFERS_BACK.match(_without_lead(clean(text))))
+
+
+def promises(text: str) -> bool:
+    """Does `text` promise something ("I'll …", "I can …", "let me …")?"""
+    return bool(_PROMISE.search(text))
 
 
 def asks(text: str) -> bool:

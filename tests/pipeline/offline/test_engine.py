@@ -732,6 +732,23 @@ def test_a_report_heading_is_not_the_decision_the_report_states() -> None:
     assert decision.summary.startswith("The posters move to matte"), decision.summary
 
 
+def test_a_sentence_pointing_back_gives_way_to_the_one_it_points_at() -> None:
+    msgs = window(
+        (ANA, "what do we do about deliveries during the heatwave?"),
+        (BEN, "Right, that's the new rule then. Chilled pallets leave the depot before 7am until the heatwave ends."),
+    )
+    decisions = extract(msgs, CTX, engine=opening(decision_scale=0.3, decision=0.05)).decisions
+    (decision,) = [d for d in decisions if "m2" in d.source_msg_ids]
+    assert decision.summary.startswith("Chilled pallets leave"), decision.summary
+    # Beside a promise only, the pointing sentence is what the decision says.
+    msgs = window(
+        (ANA, "every supplier invoice over 2k needs a purchase order number on it"),
+        (BEN, "Agreed, that's the rule from today. I'll put it in the finance handbook."),
+    )
+    decisions = extract(msgs, CTX, engine=opening(decision_scale=0.3, decision=0.05)).decisions
+    assert all("handbook" not in d.summary for d in decisions), [d.summary for d in decisions]
+
+
 def test_a_parenthesis_inside_a_sentence_is_left_out_and_the_sentence_goes_on() -> None:
     from pipeline.offline.restate import normal_form
 
