@@ -511,14 +511,6 @@ _HEADING = re.compile(
 )
 
 
-def _without_heading(text: str) -> str:
-    """`text` without a report's heading (`_HEADING`), when at least three words follow it."""
-    match = _HEADING.match(text)
-    if match and len(text[match.end() :].split()) >= 3:
-        return text[match.end() :]
-    return text
-
-
 # A proposal, once the team agreed to it, is what the team will do: "I'd suggest we trial it for a month", "what
 # if we moved the review to Monday?", "we could split the order" say what the team decided to do.
 _PROPOSED = re.compile(
@@ -556,7 +548,7 @@ def normal_form(
     """A third-person clause restating the message's main sentence without its chat framing, up to its first
     `aside` (past a dash before the figures or dates it announces, with `run_on`). A `decision`'s proposal is said
     as what the team will do."""
-    core = _without_lead(_without_heading(clean(_main_sentence(clean(text)))))
+    core = _without_lead(clean(_main_sentence(clean(text))))
     if decision:
         core = _as_agreed(core)
     framed = _FRAME.match(core)
@@ -687,11 +679,14 @@ def _without_label(text: str) -> str:
 
 
 def _without_lead(text: str) -> str:
-    """`text` without a lead saying that what follows holds from now on (`_STANDING`) or tying it to the message
-    before (`_CONNECTIVE`), one after the other, as long as at least three words follow."""
-    while (match := _STANDING.match(text) or _CONNECTIVE.match(text)) and len(text[match.end() :].split()) >= 3:
+    """`text` without a report's heading (`_HEADING`), a lead saying that what follows holds from now on
+    (`_STANDING`) or one tying it to the message before (`_CONNECTIVE`), one after the other, as long as at least
+    three words follow."""
+    while True:
+        match = next((m for lead in (_HEADING, _STANDING, _CONNECTIVE) if (m := lead.match(text))), None)
+        if not match or len(text[match.end() :].split()) < 3:
+            return text
         text = text[match.end() :]
-    return text
 
 
 # A statement whose subject points back at what was said before it: "That's the plan.", "this is our rule".
