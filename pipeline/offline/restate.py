@@ -835,6 +835,19 @@ def opens_on_task(phrase: str, said: str) -> bool:
     return any(rx.search(part) for part in sentences(clean(said)) for rx in (_REQUEST_LEAD, _OFFER_LEAD, _PROMISE))
 
 
+# Verbs of a state of mind, not of something to do: "to need the numbers" is no task.
+_STATE_VERBS = frozenset("need want believe miss hope think know like love prefer expect wish".split())
+
+
+def as_state(owner: str, phrase: str) -> str | None:
+    """`phrase` opening on a verb of a state of mind (`_STATE_VERBS`) said of `owner` ("need the numbers by
+    Friday" → "Park needs the numbers by Friday"); None for any other phrase."""
+    first, _, rest = phrase.partition(" ")
+    if first.casefold() not in _STATE_VERBS:
+        return None
+    return f"{owner} {getInflection(first.casefold(), 'VBZ')[0]} {rest}".strip()
+
+
 def base_form(phrase: str) -> str:
     """A task said with a gerund ("booking the minibus") in the base form that follows "to" ("book the
     minibus"), by lemminflect's dictionary (a maintained English lemmatiser, no model download); a word the

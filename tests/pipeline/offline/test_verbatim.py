@@ -268,6 +268,16 @@ def test_a_greeting_opens_no_record() -> None:
     assert clean("hey there is a leak in room 4") == "hey there is a leak in room 4"  # no greeting without its comma
 
 
+def test_a_state_of_mind_is_said_of_its_owner_not_as_a_task() -> None:
+    from pipeline.offline.restate import as_state
+
+    assert as_state("Park", "need the floor plans by Wednesday") == "Park needs the floor plans by Wednesday"
+    assert (
+        as_state("Park", "want the skip gone before the inspection") == "Park wants the skip gone before the inspection"
+    )
+    assert as_state("Park", "send the floor plans by Wednesday") is None  # something to do: "Park to send …"
+
+
 def test_a_task_said_with_a_gerund_reads_in_the_base_form() -> None:
     assert task("@omar can you please booking the minibus for the away day", "Dana", "Omar").startswith(
         "book the minibus"
