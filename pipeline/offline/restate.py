@@ -301,9 +301,9 @@ MAX_SHARE = 0.75
 # `MAX_SHARE` the dev median of all records rose from 0.59 to 0.61, past the audit's 0.6.
 JOIN_SHARE = 0.6
 MAX_WORDS = 32  # a record is a sentence, not a paragraph
-_SENTENCE_END = re.compile(
-    r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])\s*|\n+"
-)  # also after an ideographic full stop, "!" or "?"
+# A sentence ends at ".", "!" or "?" before a space, at an ideographic full stop, "!" or "?" (no space after them
+# in Japanese or Chinese), or at a line break.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])\s*|\n+")
 _ASIDE = re.compile(
     r"\s*(?:\(|\s[-\u2013\u2014]\s|;|\bbecause\b|\bsince\b|\bbut\b|\bso that\b|, so\b|, which\b|, as\b)"
 )
