@@ -720,30 +720,26 @@ def test_a_report_heading_is_not_the_decision_the_report_states() -> None:
     assert normal_form(said, "Ben").startswith("the lease on unit 4 runs"), normal_form(said, "Ben")
     assert normal_form("Notes are in the shared drive now", "Ben").startswith("Notes are")  # no heading
     # A heading on a line of its own announces the sentences after it: the record restates one of those.
-    msgs = window(
-        (ANA, "how did the call with the print shop go?"),
-        (BEN, "Summary of this morning's call with the print shop (Cara, me):\nThe posters move to matte card stock."),
-    )
-    decisions = extract(msgs, CTX, engine=opening(decision_scale=0.3, decision=0.05)).decisions
-    (decision,) = [d for d in decisions if "m2" in d.source_msg_ids]
-    assert decision.summary.startswith("The posters move to matte"), decision.summary
+    said = "Summary of this morning's call with the print shop (Cara, me):\nThe posters move to matte card stock."
+    (summary,) = answer_decided("how did the call with the print shop go?", said)
+    assert summary.startswith("The posters move to matte"), summary
+
+
+def answer_decided(asked: str, answered: str) -> list[str]:
+    """The summaries of the decisions resting on Ben's `answered` to Ana's `asked`, by the committed engine opening
+    decisions readily (`opening`)."""
+    decisions = extract(window((ANA, asked), (BEN, answered)), CTX, engine=opening(decision_scale=0.3, decision=0.05))
+    return [d.summary for d in decisions.decisions if "m2" in d.source_msg_ids]
 
 
 def test_a_sentence_pointing_back_gives_way_to_the_one_it_points_at() -> None:
-    msgs = window(
-        (ANA, "what do we do about deliveries during the heatwave?"),
-        (BEN, "Right, that's the new rule then. Chilled pallets leave the depot before 7am until the heatwave ends."),
-    )
-    decisions = extract(msgs, CTX, engine=opening(decision_scale=0.3, decision=0.05)).decisions
-    (decision,) = [d for d in decisions if "m2" in d.source_msg_ids]
-    assert decision.summary.startswith("Chilled pallets leave"), decision.summary
+    said = "Right, that's the new rule then. Chilled pallets leave the depot before 7am until the heatwave ends."
+    (summary,) = answer_decided("what do we do about deliveries during the heatwave?", said)
+    assert summary.startswith("Chilled pallets leave"), summary
     # Beside a promise only, the pointing sentence is what the decision says.
-    msgs = window(
-        (ANA, "every supplier invoice over 2k needs a purchase order number on it"),
-        (BEN, "Agreed, that's the rule from today. I'll put it in the finance handbook."),
-    )
-    decisions = extract(msgs, CTX, engine=opening(decision_scale=0.3, decision=0.05)).decisions
-    assert all("handbook" not in d.summary for d in decisions), [d.summary for d in decisions]
+    said = "Agreed, that's the rule from today. I'll put it in the finance handbook."
+    summaries = answer_decided("every supplier invoice over 2k needs a purchase order number on it", said)
+    assert summaries and all("handbook" not in summary for summary in summaries), summaries
 
 
 def test_a_parenthesis_inside_a_sentence_is_left_out_and_the_sentence_goes_on() -> None:
