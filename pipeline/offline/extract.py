@@ -800,8 +800,10 @@ def _said_task(w: _Window, record: _Record) -> tuple[str, list[str]]:
         task = f"{_gapped_verb(w, record, actor, owner)} {task}".strip()  # "@ana you take X, @ben the Y"
     if task and task.casefold().startswith(f"{owner.casefold()} "):
         text = restate.sentence(task)  # "Wendell is happy presenting it": not a "to do" form
-    elif task and (stated := restate.as_state(owner, task)):
-        text = restate.sentence(stated)  # "Park needs the numbers by Thursday", not "Park to need …"
+    elif task and (
+        stated := restate.as_state(owner, task, own=msg.author_id == getattr(record.owner, "user_id", None))
+    ):
+        text = restate.sentence(stated)  # "Cheryl needs the plan first", "Park to send the numbers", not "… to need …"
     elif task and _NEGATED.match(task):
         text = restate.sentence(restate.negated(owner, task))  # "Wendell can't sign it off", not "Wendell to can't …"
     elif task and not restate.opens_on_task(task, msg.text) and restate.fit(restate.sentence(task), sources):

@@ -839,13 +839,20 @@ def opens_on_task(phrase: str, said: str) -> bool:
 _STATE_VERBS = frozenset("need want believe miss hope think know like love prefer expect wish".split())
 
 
-def as_state(owner: str, phrase: str) -> str | None:
-    """`phrase` opening on a verb of a state of mind (`_STATE_VERBS`) said of `owner` ("need the numbers by
-    Friday" → "Park needs the numbers by Friday"); None for any other phrase."""
+def as_state(owner: str, phrase: str, *, own: bool) -> str | None:
+    """`phrase` opening on a verb of a state of mind (`_STATE_VERBS`) as the owner's record: said of the owner when
+    it is their `own` ("need a few more days" → "Shelby needs a few more days"), or, said to them, as what is asked
+    of them, as `_needed_from` says it ("need the numbers by Friday" → "Park to send the numbers by Friday", "want
+    the ticket closed by Friday" → "Park to get the ticket closed by Friday"); None for any other phrase."""
     first, _, rest = phrase.partition(" ")
-    if first.casefold() not in _STATE_VERBS:
+    verb = first.casefold()
+    if verb not in _STATE_VERBS or not rest:
         return None
-    return f"{owner} {getInflection(first.casefold(), 'VBZ')[0]} {rest}".strip()
+    if own:
+        return f"{owner} {getInflection(verb, 'VBZ')[0]} {rest}"
+    if verb in {"need", "want"} and not rest.startswith("to "):
+        return f"{owner} to {'send' if verb == 'need' else 'get'} {rest}"
+    return None
 
 
 def base_form(phrase: str) -> str:

@@ -268,14 +268,22 @@ def test_a_greeting_opens_no_record() -> None:
     assert clean("hey there is a leak in room 4") == "hey there is a leak in room 4"  # no greeting without its comma
 
 
-def test_a_state_of_mind_is_said_of_its_owner_not_as_a_task() -> None:
+def test_a_state_of_mind_is_said_of_its_owner_or_asked_of_them_not_as_a_task() -> None:
     from pipeline.offline.restate import as_state
 
-    assert as_state("Park", "need the floor plans by Wednesday") == "Park needs the floor plans by Wednesday"
-    assert (
-        as_state("Park", "want the skip gone before the inspection") == "Park wants the skip gone before the inspection"
+    # Their own: said of them.
+    assert as_state("Park", "need two more days for the floor plans", own=True) == (
+        "Park needs two more days for the floor plans"
     )
-    assert as_state("Park", "send the floor plans by Wednesday") is None  # something to do: "Park to send …"
+    # Said to them: what is asked of them.
+    assert as_state("Park", "need the floor plans by Wednesday", own=False) == (
+        "Park to send the floor plans by Wednesday"
+    )
+    assert as_state("Park", "want the skip gone before the inspection", own=False) == (
+        "Park to get the skip gone before the inspection"
+    )
+    assert as_state("Park", "want to see the skip first", own=False) is None
+    assert as_state("Park", "send the floor plans by Wednesday", own=False) is None  # something to do
 
 
 def test_a_task_said_with_a_gerund_reads_in_the_base_form() -> None:
