@@ -309,7 +309,7 @@ def _core(w: _Window, i: int) -> tuple[str, str | None, bool]:
     # message's other statements say what it points at (not a promise beside it: "I'll add it to the guide").
     if back := [part for part in parts if restate.refers_back(part)]:
         rest = [part for part in parts if part not in back]
-        if rest and not all(restate.promises(part) for part in rest):
+        if rest and not all(_COMMITS.search(part) for part in rest):
             parts = rest
             if len(parts) < 2:
                 return parts[0], None, True

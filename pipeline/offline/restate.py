@@ -442,7 +442,7 @@ def _main_first(clause: str) -> str:
 
 def _says_verb(tokens: list[str]) -> bool:
     """`has_verb`, or a contracted auxiliary ("we'll"), or a subject pronoun before a word that can be a verb ("we
-    go", "they sign")."""
+    go", "they book")."""
     bare = [t.strip(".,;:!?\"'()").casefold() for t in tokens]
     return (
         has_verb(tokens)
@@ -696,11 +696,6 @@ _REFERS_BACK = re.compile(r"^(?:that|this)(?:'s|\s+is|\s+was|\s+will be|\s+would
 def refers_back(text: str) -> bool:
     """Is `text` a statement whose subject is "that" or "this", pointing back at what was said (`_REFERS_BACK`)?"""
     return bool(_REFERS_BACK.match(_without_lead(clean(text))))
-
-
-def promises(text: str) -> bool:
-    """Does `text` promise something ("I'll …", "I can …", "let me …")?"""
-    return bool(_PROMISE.search(text))
 
 
 def asks(text: str) -> bool:
