@@ -106,6 +106,51 @@ def clean(text: str) -> str:
     return " ".join(text.split()).strip(" ,;:-.")
 
 
+# A record is written, not chatted: its contractions are spelt out ("it's" → "it is", "can't" → "cannot"), as a
+# minute-taker writes them. Only the forms with one reading: "'d" (had or would) and "let's" (a proposal, read
+# by `_FRAME`) stay, and so do "'s" after a noun (a possessive) and before a participle (is or has).
+_NOT_CONTRACTED = re.compile(
+    r"\b(?:(can)'t|(won)'t|(shan)'t|(do|does|did|is|are|was|were|has|have|had|would|should|could|must|need|might)n't)\b",
+    re.IGNORECASE,
+)
+_IRREGULAR_NOT = {"can": "cannot", "won": "will not", "shan": "shall not"}
+_PRONOUN_CONTRACTED = re.compile(
+    r"\b(it|that|there|here|what|who|where|he|she)'s(?=\s+(\w+))"
+    r"|\b(it|that|there|they|you|he|she|who|what)'(ll|re|ve)\b",
+    re.IGNORECASE,
+)
+_SPELT = {"ll": "will", "re": "are", "ve": "have"}
+
+
+def _spelt_out(m: re.Match[str]) -> str:
+    if m.group(1):  # "'s": "has" before "been"/"got" ("it's been wiped"), "is" before no participle
+        following = m.group(2).casefold()
+        if following in {"been", "got"}:
+            return f"{m.group(1)} has"
+        # "it's configured" (is) or "that's appeared" (has): only a parser could tell; it stays as said.
+        return m.group(0) if _is_form(following, ("VBN",)) else f"{m.group(1)} is"
+    return f"{m.group(3)} {_SPELT[m.group(4).casefold()]}"
+
+
+def _not_spelt_out(m: re.Match[str]) -> str:
+    word = next(g for g in m.groups() if g)
+    full = _IRREGULAR_NOT.get(word.casefold(), f"{word.casefold()} not")
+    return full[0].upper() + full[1:] if word[0].isupper() else full
+
+
+def formal(text: str) -> str:
+    """`text` with its contractions spelt out (`_NOT_CONTRACTED`, `_PRONOUN_CONTRACTED`), quotations as said."""
+    out, at = [], 0
+    for quoted in [*_QUOTED.finditer(text), None]:
+        end = quoted.start() if quoted else len(text)
+        plain = text[at:end].replace("\u2019", "'")
+        out.append(_PRONOUN_CONTRACTED.sub(_spelt_out, _NOT_CONTRACTED.sub(_not_spelt_out, plain)))
+        if quoted:
+            out.append(quoted.group(0))
+            at = quoted.end()
+    return "".join(out)
+
+
 MODALS = frozenset("can could will would shall should must may might".split())
 _MODALS = MODALS | {"do", "does", "did", "let"}
 _NOT_INFLECTED = _MODALS | {"dare", "better", "ought"}
@@ -597,7 +642,7 @@ def decision(said: str, author: str, sources: list[str], *, also: str | None = N
     for aside in (_DECISION_ASIDE, _ASIDE):
         text = _decided([_decided_core(said, author, aside)])
         fitted = fit(text, sources)
-        if words(fitted)[-1:] == words(text)[-1:]:
+        if words(fitted)[-1:] == words(formal(text))[-1:]:
             return fitted
     return fitted
 
@@ -1069,7 +1114,7 @@ def fit(text: str, sources: Iterable[str], max_share: float = MAX_SHARE) -> str:
             kept_share(candidate, s) <= max_share for s in long_sources
         )
 
-    text = _POLITE_END.sub("", _POLITE.sub("", text))
+    text = formal(_POLITE_END.sub("", _POLITE.sub("", text)))
     tokens = trim(text.split()[:MAX_WORDS])
     if len(tokens) > 2 and not fits(tokens):
         tokens = trim(_compress(tokens, fits))

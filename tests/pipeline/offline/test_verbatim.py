@@ -191,6 +191,19 @@ def test_a_cut_never_ends_on_a_contracted_auxiliary() -> None:
     assert " ".join(trim("the vans arrive at six and we'll".split())) == "the vans arrive at six"
 
 
+def test_a_record_spells_out_its_contractions_but_not_a_possessive_a_quotation_or_an_unclear_one() -> None:
+    from pipeline.offline.restate import formal
+
+    assert formal("The kiln can't fire until it's serviced; it's been noisy, and they'll check the vents") == (
+        "The kiln cannot fire until it's serviced; it has been noisy, and they will check the vents"
+    )
+    assert formal("Won't reopen the hall, that's final") == "Will not reopen the hall, that is final"
+    assert formal("Mei's van isn't ready, the sign says 'shut'") == "Mei's van is not ready, the sign says 'shut'"
+    assert formal("we'd rather wait") == "we'd rather wait"  # had or would: it stays
+    said = "the kiln isn't firing evenly so we won't glaze the mugs on Tuesday, the tiles can wait"
+    assert "not" in fit(sentence(said), [said]).split()
+
+
 def test_us_is_the_team_but_the_country_in_capitals_stays() -> None:
     assert third_person("only the US depot ships to us on Fridays", "Ana") == (
         "only the US depot ships to the team on Fridays"
