@@ -921,12 +921,16 @@ def from_third_person(phrase: str) -> str:
     return phrase
 
 
+_FINITE = frozenset("is are was were has had will would can could should shall must may might does did".split())
+
+
 def starts_with_verb(phrase: str) -> bool:
     """Does `phrase` open on a verb in its base form ("send the deck", not "new date: …" or "is done"),
     by lemminflect's dictionary: only such a phrase reads after "to"."""
-    first = phrase.split(" ", 1)[0].strip(",;:.!?").casefold()
-    if not first.isalpha():
-        return False
+    first, _, rest = phrase.partition(" ")
+    first = first.strip(",;:.!?").casefold()
+    if not first.isalpha() or rest.split(" ", 1)[0] in _FINITE:  # as written: "build May around it" is a verb
+        return False  # "tent is in the yard": a word before "is" or "will" is its subject, whatever else it is
     lemmas = getAllLemmas(first)
     if not lemmas and len(first) > 4 and first.startswith("re"):
         # A verb the dictionary does not list, made with "re" ("retest", "rebook", "reimage"): "re" and a verb.
@@ -1357,7 +1361,7 @@ def _low_information(tokens: list[str]) -> list[int]:
     """The positions of the words a record can give up before a cut takes its verb phrase: an adverb, an
     adjective before a noun, a noun said a second time (not a figure's unit); never a figure,
     a name, the first word, a word carrying a separator, a small word or one that says which or whether
-    (`_SCOPE`)."""
+    (`_SCOPE`), nor the word of "as soon as", "as well as"."""
     out, seen = [], set()
     for k, token in enumerate(tokens):
         bare = token.casefold()
@@ -1366,6 +1370,9 @@ def _low_information(tokens: list[str]) -> list[int]:
             continue
         classes = set(_classes(bare))
         following = tokens[k + 1].casefold().strip(".,;:") if k + 1 < len(tokens) else ""
+        if following == "as" and tokens[k - 1].casefold() == "as":  # "as soon as", "as well as": one phrase
+            seen.add(bare)
+            continue
         before_noun = "NOUN" in _classes(following) or following[:1].isdigit()
         if (
             classes == {"ADV"}

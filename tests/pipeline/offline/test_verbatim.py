@@ -73,6 +73,14 @@ def test_fit_drops_the_words_that_carry_least_before_cutting_what_a_record_is_ab
     assert "has been silent" in fit(said, [said]) and "have not moved" in fit(said, [said])  # they stay
 
 
+def test_a_cut_keeps_the_word_of_as_soon_as() -> None:
+    from pipeline.offline.restate import _low_information
+
+    tokens = "crates usually go out as soon as the forklift is back, and in any case by the weekend".split()
+    assert tokens.index("soon") not in _low_information(tokens)
+    assert tokens.index("usually") in _low_information(tokens)  # an adverb elsewhere can go
+
+
 def test_a_cut_never_ends_on_one_word_left_after_a_comma() -> None:
     said = "I'll ship the spare fan units to the north depot, paperwork by Monday"
     fitted = fit("Dana to ship the spare fan units to the north depot, paperwork by Monday", [said])
@@ -338,6 +346,8 @@ def test_i_am_is_a_commitment_only_before_a_verb() -> None:
         ("perhaps swap the banner artwork", False),
         ("is finished already", False),
         ("42 seats booked", False),
+        ("crate is on the loading dock", False),  # "crate" is a verb too, but a word before "is" is its subject
+        ("plan May around the audit", True),  # the month, not the modal
     ],
 )
 def test_only_a_phrase_opening_on_a_base_form_verb_is_said_as_a_task(phrase: str, reads_after_to: bool) -> None:
