@@ -813,6 +813,8 @@ def _said_task(w: _Window, record: _Record) -> tuple[str, list[str]]:
         if first[1:].islower() and first[:1].isupper() and restate.starts_with_verb(first):
             task = task[0].lower() + task[1:]  # "Tell them …" said after "to" reads "to tell them …"
         text = restate.sentence(f"{owner} to {task}" if task else f"{owner} to follow up on {actor}'s request")
+    if task and (about := restate.topic(said, text)):
+        text = f"{about}: {text}"  # "Quote Q-118 for the hall hire: Ana to chase it on Monday."
     return restate.fit(text, sources), sources
 
 

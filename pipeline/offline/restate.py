@@ -723,6 +723,34 @@ def _without_label(text: str) -> str:
     return text
 
 
+_TOPIC = re.compile(r"^([^:;\u2013\u2014.!?]{2,80}?):\s+(?=\S)")
+_TOPIC_WORDS = 8
+
+
+def topic(said: str, restated: str) -> str | None:
+    """The topic a message names in a label before the clause a record restates ("Quote Q-118 for the hall hire:
+    I'll chase it on Monday" → "Quote Q-118 for the hall hire"): a label of at most `_TOPIC_WORDS` words, no verb,
+    not only framing words (`_without_label`), of which `restated` says nothing, before a clause it does say
+    something of; else None."""
+    first = (sentences(clean(said)) or [""])[0]
+    match = _TOPIC.match(first)
+    if not match:
+        return None
+    label = match.group(1).strip()
+    named = set(content_words(label))
+    said_of = set(content_words(restated))
+    if (
+        not named
+        or len(label.split()) > _TOPIC_WORDS
+        or named & said_of
+        or _without_label(first) != first
+        or has_verb(label.split()[1:])  # its first word is a noun as often as a verb: "Invoice 4471", "Order 12"
+        or not set(content_words(first[match.end() :])) & said_of
+    ):
+        return None
+    return label
+
+
 def _without_lead(text: str) -> str:
     """`text` without a report's heading (`_HEADING`), a lead saying that what follows holds from now on
     (`_STANDING`) or one tying it to the message before (`_CONNECTIVE`), one after the other, as long as at least

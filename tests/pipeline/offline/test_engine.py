@@ -414,6 +414,18 @@ def test_a_negated_task_is_said_as_a_statement_not_a_to_do() -> None:
     assert not _NEGATED.match("send the signed lease")
 
 
+def test_a_task_keeps_the_topic_its_message_names_in_a_label() -> None:
+    msgs = window(
+        (CARA, "the marquee firm has not confirmed yet"),
+        (BEN, "Invoice 4471 from the marquee firm: I'll query the VAT line with them on Monday"),
+    )
+    [action] = actions_on(msgs, "m2")
+    assert action.description.startswith("Invoice 4471 ") and ": Ben to query " in action.description
+    # A label of framing words, or one the task already names, is not repeated.
+    assert restate.topic("Quick one: I'll query the VAT line on Monday", "Ben to query the VAT line") is None
+    assert restate.topic("VAT line: I'll query the VAT line on Monday", "Ben to query the VAT line") is None
+
+
 def test_the_owner_naming_a_date_when_taking_a_request_sets_its_deadline() -> None:
     msgs = window(
         (CARA, "the fire drill is on the 20th and the evacuation map is out of date"),
