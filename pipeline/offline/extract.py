@@ -246,8 +246,20 @@ def _decision_texts(w: _Window, record: _Record) -> tuple[list[str], list[str]]:
     if len(parts := _stated_parts(w, core_at)) >= 2:
         return [restate.decision(part, author, sources) for part in parts], sources
     best, also, after = _core(w, core_at)
+    if asked := _asked(w, core_at, best):  # "We're not pulling it." after "Do we pull the build from the store?"
+        best, sources = asked[1], [*sources, w.msgs[asked[0]].text]
     # The decision itself, as knowledge: who decided and when are fields of the record, said by the answer.
     return [restate.decision(best, author, sources, also=also, after=after)], sources
+
+
+def _asked(w: _Window, i: int, said: str) -> tuple[int, str] | None:
+    """`said`, a decision's sentence in message `i`, with its pronoun in place of what the question it answers asked
+    about (`restate.asked_object`): the nearest of the `ANSWERED_BACK` messages before it by someone else that
+    asks with the same verb; the question's index and the sentence, else None."""
+    for k in range(i - 1, max(-1, i - 1 - ANSWERED_BACK), -1):
+        if w.msgs[k].author_id != w.msgs[i].author_id and (said_of := restate.asked_object(said, w.msgs[k].text)):
+            return k, said_of
+    return None
 
 
 # An item of a list said in one line: "(2) ...", "b) ...", "; 3) ...".

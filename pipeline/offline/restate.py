@@ -751,6 +751,59 @@ def topic(said: str, restated: str) -> str | None:
     return label
 
 
+# A decision that answers a question with a pronoun for what was asked about: "(we're) not pulling it", "we'll
+# keep them", "let's renew it".
+_ANSWERS_WITH_PRONOUN = re.compile(r"\b(?P<verb>[a-z]{3,})\s+(?P<pronoun>it|them)\b(?!['\u2019])", re.IGNORECASE)
+_ASKED_UNTIL = re.compile(r"[,;:?!.]|\s(?:until|unless|because|so|if|or|and|before|after|when|since)\s", re.IGNORECASE)
+_ASKED_WORDS = 8
+# The word before a verb the question asks with: its subject, a modal or "to" ("do we pull …", "should we split …",
+# "are we going to renew …"); not a determiner or an adjective ("the multi-year pricing on …" asks no verb).
+_BEFORE_VERB = _SUBJECTS | MODALS | {"do", "does", "did", "to", "not", "still", "just", "also", "even", "we're"}
+
+
+def _lemma(word: str) -> str:
+    lemmas = getAllLemmas(word.casefold()).get("VERB")
+    return lemmas[0] if lemmas else word.casefold()
+
+
+def asked_object(said: str, question: str) -> str | None:
+    """`said` with its pronoun ("not pulling it") in place of what `question` asked about with the same verb ("do we
+    pull the console build from the store?" → "not pulling the console build from the store"): the words after
+    that verb up to the clause's end, at most `_ASKED_WORDS`, opening on no pronoun; None when the question asks
+    with no such verb."""
+    match = _ANSWERS_WITH_PRONOUN.search(said)
+    if not match:
+        return None
+    verb = _lemma(match.group("verb"))
+    if verb in _STOP or verb in {"do", "be", "have", "get", "make", "let"}:
+        return None
+    for part in sentences(question):
+        if not part.rstrip().endswith("?"):
+            continue
+        tokens = clean(part).split()
+        at = next(
+            (
+                k
+                for k, token in enumerate(tokens)
+                if _lemma(token.strip(",;:?!.")) == verb and (k == 0 or tokens[k - 1].casefold() in _BEFORE_VERB)
+            ),
+            None,
+        )
+        if at is None:
+            continue
+        rest = " ".join(tokens[at + 1 :])
+        rest = rest[: end.start()] if (end := _ASKED_UNTIL.search(rest)) else rest
+        asked = rest.split()
+        if (
+            not asked
+            or len(asked) > _ASKED_WORDS
+            or asked[0].casefold() in _SUBJECTS | {"it", "them", "this", "that"}
+        ):
+            continue
+        return f"{said[: match.start('pronoun')]}{' '.join(asked)}{said[match.end('pronoun') :]}"
+    return None
+
+
 def _without_lead(text: str) -> str:
     """`text` without a report's heading (`_HEADING`), a lead saying that what follows holds from now on
     (`_STANDING`) or one tying it to the message before (`_CONNECTIVE`), one after the other, as long as at least

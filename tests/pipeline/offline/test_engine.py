@@ -426,6 +426,20 @@ def test_a_task_keeps_the_topic_its_message_names_in_a_label() -> None:
     assert restate.topic("VAT line: I'll query the VAT line on Monday", "Ben to query the VAT line") is None
 
 
+def test_a_decision_answering_a_question_says_what_its_pronoun_stands_for() -> None:
+    asked = restate.asked_object("We're not renewing it. The usage doesn't justify it.", "Do we renew the kiln lease?")
+    assert asked == "We're not renewing the kiln lease. The usage doesn't justify it."
+    # Only a verb the question asks with: "the renewing of …" is no question about renewing something.
+    assert restate.asked_object("We're not renewing it.", "what about the renewing of the kiln lease?") is None
+    assert restate.asked_object("We're not renewing it.", "The kiln lease renews in May.") is None  # no question
+    msgs = window(
+        (CARA, "quick one before the budget call: do we renew the kiln lease for another year?"),
+        (ANA, "We're not renewing it. Usage halved since March, so the kiln goes back in June."),
+    )
+    decisions = extract(msgs, CTX).decisions
+    assert any("not renewing the kiln lease" in d.summary.casefold() for d in decisions), decisions
+
+
 def test_the_owner_naming_a_date_when_taking_a_request_sets_its_deadline() -> None:
     msgs = window(
         (CARA, "the fire drill is on the 20th and the evacuation map is out of date"),
