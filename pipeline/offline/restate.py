@@ -794,11 +794,7 @@ def asked_object(said: str, question: str) -> str | None:
         rest = " ".join(tokens[at + 1 :])
         rest = rest[: end.start()] if (end := _ASKED_UNTIL.search(rest)) else rest
         asked = rest.split()
-        if (
-            not asked
-            or len(asked) > _ASKED_WORDS
-            or asked[0].casefold() in _SUBJECTS | {"it", "them", "this", "that"}
-        ):
+        if not asked or len(asked) > _ASKED_WORDS or asked[0].casefold() in _SUBJECTS | {"it", "them", "this", "that"}:
             continue
         return f"{said[: match.start('pronoun')]}{' '.join(asked)}{said[match.end('pronoun') :]}"
     return None
