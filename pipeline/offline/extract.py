@@ -816,6 +816,8 @@ def _said_task(w: _Window, record: _Record) -> tuple[str, list[str]]:
         stated := restate.as_state(owner, task, own=msg.author_id == getattr(record.owner, "user_id", None))
     ):
         text = restate.sentence(stated)  # "Cheryl needs the plan first", "Park to send the numbers", not "… to need …"
+    elif task and restate.lacks_subject(task):
+        text = restate.sentence(f"{owner} {task}")  # "@ana is lead on the rollout": "Ana is lead on the rollout."
     elif task and _NEGATED.match(task):
         text = restate.sentence(restate.negated(owner, task))  # "Wendell can't sign it off", not "Wendell to can't …"
     elif task and not restate.opens_on_task(task, msg.text) and restate.fit(restate.sentence(task), sources):

@@ -1001,6 +1001,19 @@ def from_third_person(phrase: str) -> str:
 _FINITE = frozenset("is are was were has had will would can could should shall must may might does did".split())
 
 
+def lacks_subject(phrase: str) -> bool:
+    """Does `phrase` open on a finite verb whose subject was left out ("is tech lead on the rollout", said after a
+    member's handle; "was wrong on that one"), not on a question's inverted one ("is he free", "could Ana …")?"""
+    first, _, rest = phrase.partition(" ")
+    after = rest.split(" ", 1)[0]
+    return (
+        first.casefold() in _FINITE
+        and bool(after)
+        and not after[:1].isupper()
+        and after.casefold() not in _SUBJECTS | {"there", "this", "that", "these", "those", "the", "a", "an"}
+    )
+
+
 def starts_with_verb(phrase: str) -> bool:
     """Does `phrase` open on a verb in its base form ("send the deck", not "new date: …" or "is done"),
     by lemminflect's dictionary: only such a phrase reads after "to"."""

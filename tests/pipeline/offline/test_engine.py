@@ -440,6 +440,15 @@ def test_a_decision_answering_a_question_says_what_its_pronoun_stands_for() -> N
     assert any("not renewing the kiln lease" in d.summary.casefold() for d in decisions), decisions
 
 
+def test_a_role_given_by_handle_is_said_of_its_owner() -> None:
+    msgs = window(
+        (CARA, "the tasting menu launch slipped again"),
+        (ANA, "@ben is point of contact for the caterers until the launch"),
+    )
+    [action] = actions_on(msgs, "m2")
+    assert action.description.startswith("Ben "), action.description
+
+
 def test_the_owner_naming_a_date_when_taking_a_request_sets_its_deadline() -> None:
     msgs = window(
         (CARA, "the fire drill is on the 20th and the evacuation map is out of date"),

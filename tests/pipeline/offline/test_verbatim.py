@@ -73,6 +73,16 @@ def test_fit_drops_the_words_that_carry_least_before_cutting_what_a_record_is_ab
     assert "has been silent" in fit(said, [said]) and "have not moved" in fit(said, [said])  # they stay
 
 
+def test_a_task_that_lost_its_subject_gets_its_owner_back_but_a_question_does_not() -> None:
+    from pipeline.offline.restate import lacks_subject
+
+    assert lacks_subject("is point of contact for the caterers")
+    assert lacks_subject("shall sign the hire agreement before Friday")
+    assert not lacks_subject("is he around on Friday")  # a question's inverted subject
+    assert not lacks_subject("could Marta sign the hire agreement")
+    assert not lacks_subject("sign the hire agreement")
+
+
 def test_a_cut_keeps_the_word_of_as_soon_as() -> None:
     from pipeline.offline.restate import _low_information
 
