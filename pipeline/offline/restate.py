@@ -857,6 +857,10 @@ def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str
                     third_person(_first_clause(part[match.end() :], _TASK_ASIDE), owner, addressee, named=True)
                 )
     # A task said as a statement ("that one is yours"): its first clause only; what it points at is found apart.
+    # Of several sentences, the one that closes on the owner's name is said to them ("The van is back. Keys are on
+    # the hook, Ola.").
+    if owner != actor and len(parts) > 1 and (addressed := _closing_on(parts[1:], owner)):
+        cleaned = addressed
     said = _verb_phrase(normal_form(cleaned, actor, owner, aside=_TASK_ASIDE, run_on=False))
     if actor == owner and starts_with_verb(said):  # said after the owner's name: "<owner> to …"
         said = _verb_phrase(normal_form(cleaned, actor, owner, aside=_TASK_ASIDE, run_on=False, named=True))
@@ -895,6 +899,16 @@ def _told(part: str, owner: str) -> str | None:
     order"), when it is an instruction (a verb follows the name, no question); else None."""
     told = _YOU_DO.sub("", _without_vocative(part, owner))
     return told if told != part and "?" not in told and starts_with_verb(told) else None
+
+
+def _closing_on(parts: list[str], owner: str) -> str | None:
+    """The first of `parts` (sentences) that closes on the owner's name ("…, Ola."), without it; else None."""
+    names = "|".join(re.escape(n) for n in sorted({owner, first_name(owner)}, key=len, reverse=True) if n != "Someone")
+    for part in parts:
+        if names and (match := re.search(rf",\s*@?(?:{names})\s*[.!?]*$", part, re.IGNORECASE)):
+            if len(part[: match.start()].split()) >= 2:
+                return part[: match.start()]
+    return None
 
 
 def _without_vocative(text: str, owner: str) -> str:

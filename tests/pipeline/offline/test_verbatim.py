@@ -83,6 +83,12 @@ def test_a_task_that_lost_its_subject_gets_its_owner_back_but_a_question_does_no
     assert not lacks_subject("sign the hire agreement")
 
 
+def test_a_task_said_as_a_statement_is_the_sentence_that_closes_on_its_owners_name() -> None:
+    said = "The gazebo is dry again. Chairs can go back out on the lawn, Odile."
+    assert task(said, "Marta", "Odile Brun") == "Chairs can go back out on the lawn"
+    assert task("The gazebo is dry again. Chairs can go back out.", "Marta", "Odile Brun").startswith("The gazebo")
+
+
 def test_a_cut_keeps_the_word_of_as_soon_as() -> None:
     from pipeline.offline.restate import _low_information
 
