@@ -857,9 +857,9 @@ def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str
                     third_person(_first_clause(part[match.end() :], _TASK_ASIDE), owner, addressee, named=True)
                 )
     # A task said as a statement ("that one is yours"): its first clause only; what it points at is found apart.
-    # Of several sentences, the one that closes on the owner's name is said to them ("The van is back. Keys are on
-    # the hook, Ola.").
-    if owner != actor and len(parts) > 1 and (addressed := _closing_on(parts[1:], owner)):
+    # Of several sentences, the one that opens or closes on the owner's name is said to them ("The van is back. Keys
+    # are on the hook, Ola.").
+    if owner != actor and len(parts) > 1 and (addressed := _said_to(parts[1:], owner)):
         cleaned = addressed
     said = _verb_phrase(normal_form(cleaned, actor, owner, aside=_TASK_ASIDE, run_on=False))
     if actor == owner and starts_with_verb(said):  # said after the owner's name: "<owner> to …"
@@ -901,13 +901,21 @@ def _told(part: str, owner: str) -> str | None:
     return told if told != part and "?" not in told and starts_with_verb(told) else None
 
 
-def _closing_on(parts: list[str], owner: str) -> str | None:
-    """The first of `parts` (sentences) that closes on the owner's name ("…, Ola."), without it; else None."""
+def _said_to(parts: list[str], owner: str) -> str | None:
+    """The first of `parts` (sentences) that opens or closes on the owner's name ("Ola, keys on the hook", "…, Ola.")
+    and says enough (four content words), without the name; else None."""
     names = "|".join(re.escape(n) for n in sorted({owner, first_name(owner)}, key=len, reverse=True) if n != "Someone")
+    if not names:
+        return None
     for part in parts:
-        if names and (match := re.search(rf",\s*@?(?:{names})\s*[.!?]*$", part, re.IGNORECASE)):
-            if len(part[: match.start()].split()) >= 2:
-                return part[: match.start()]
+        if match := re.search(rf",\s*@?(?:{names})\s*[.!?]*$", part, re.IGNORECASE):
+            said = part[: match.start()]
+        elif match := re.match(rf"^\s*@?(?:{names})\s*[,:\u2013\u2014-]\s*", part, re.IGNORECASE):
+            said = part[match.end() :]
+        else:
+            continue
+        if len(content_words(said)) >= 4:  # says enough, as a gloss must ("today pls" does not)
+            return said
     return None
 
 
@@ -932,7 +940,29 @@ def _verb_phrase(text: str) -> str:
     if (linked := _LINKED.match(text)) and starts_with_verb(text[linked.end() :]):
         text = text[linked.end() :]
     text = re.sub(r"^(?:will|to|be able to|need to|have to|should|must)\s+", "", text, flags=re.I)
-    return base_form(text)
+    return _as_result(base_form(text))
+
+
+# A request said as the state wanted ("quote out by Friday", "the template updated by tomorrow"): a thing, then a
+# participle or a particle of result, then only when.
+_RESULTS = frozenset("out up ready done back sorted finished over across through".split())
+_WHEN = frozenset("by before today tomorrow tonight asap now first until on this next pls please".split())
+_LINKING_VERBS = frozenset("get got keep stay be become have feel seem".split())
+
+
+def _as_result(phrase: str) -> str:
+    """`phrase` as what the owner is to get done when it says the state wanted rather than the deed ("quote out by
+    Friday" → "get quote out by Friday"); else as it is."""
+    tokens = phrase.split()
+    k = 1 if tokens and tokens[0].casefold() in {"the", "a", "an", "that", "this", "those", "these"} else 0
+    if len(tokens) < k + 2 or not tokens[k].isalpha() or tokens[k].casefold() in _LINKING_VERBS:
+        return phrase
+    state = tokens[k + 1].casefold().strip(",;:.!")
+    # A particle after a word that can be a verb is a phrasal verb ("log in by 9"); a participle is a state anyway.
+    noun = "NOUN" in _classes(tokens[k])
+    result = (state in _RESULTS and noun) or (state.endswith("ed") and _is_form(state, ("VBN",)))
+    then = tokens[k + 2].casefold().strip(",;:.!") if len(tokens) > k + 2 else ""
+    return f"get {phrase}" if result and (not then or then in _WHEN) else phrase
 
 
 _OBJECT_ENDS = frozenset("with by to for on at in from before after until till so and or but once when if".split())

@@ -87,6 +87,17 @@ def test_a_task_said_as_a_statement_is_the_sentence_that_closes_on_its_owners_na
     said = "The gazebo is dry again. Chairs can go back out on the lawn, Odile."
     assert task(said, "Marta", "Odile Brun") == "Chairs can go back out on the lawn"
     assert task("The gazebo is dry again. Chairs can go back out.", "Marta", "Odile Brun").startswith("The gazebo")
+    said = "We open the terrace on Saturday. Odile, menu boards and table numbers by Thursday."
+    assert task(said, "Marta", "Odile Brun") == "menu boards and table numbers by Thursday"
+    said = "We open the terrace on Saturday. Odile, tomorrow pls."  # says too little to be the task
+    assert task(said, "Marta", "Odile Brun").startswith("the team opens the terrace")
+
+
+def test_a_request_said_as_the_state_wanted_is_what_the_owner_gets_done() -> None:
+    assert task("Odile, rota updated by Friday pls", "Marta", "Odile Brun").startswith("get rota updated by Friday")
+    assert task("Odile, invoice out before the weekend", "Marta", "Odile Brun") == "get invoice out before the weekend"
+    assert task("Odile, set up the tables by noon", "Marta", "Odile Brun") == "set up the tables by noon"
+    assert task("Odile, log in by nine", "Marta", "Odile Brun") == "log in by nine"  # a phrasal verb
 
 
 def test_a_cut_keeps_the_word_of_as_soon_as() -> None:
