@@ -158,13 +158,20 @@ _QUOTES = ",;:'\"(\u2018\u2019\u201c\u201d"
 _ADVERBS = "still|also|just|only|really|never|always|usually|actually|now"
 
 
-def _agreeing(text: str, pronoun: str, subject: str) -> str:
+# Words after which "you" can only be a subject ("before you go", "once you have it"), not an object ("give you").
+_SUBJECT_AFTER = frozenset("before after when whenever if once until unless while because since so and but that".split())
+
+
+def _agreeing(text: str, pronoun: str, subject: str, *, only_after: frozenset[str] | None = None) -> str:
     """`pronoun` followed by a verb in the present tense put as `subject` in the third person singular: "we pay
     the invoice" → "the team pays the invoice", "I think" → "Ana thinks". A verb whose past is spelt the same
-    ("we set it") is left as said, and so is a question's ("can we ship it?"), whose verb stays bare."""
+    ("we set it") is left as said, and so is a question's ("can we ship it?"), whose verb stays bare. With
+    `only_after`, only where the pronoun follows one of those words (where it can only be a subject)."""
 
     def replace(m: re.Match[str]) -> str:
         before = text[: m.start()].split()
+        if only_after is not None and not (before and before[-1].casefold().strip(",") in only_after):
+            return m.group(0)
         adverb, word = m.group(1) or "", m.group(2)
         lower = word.casefold()
         if before and before[-1].casefold().strip(_QUOTES) in _MODALS:
@@ -239,6 +246,7 @@ def _pronouns_replaced(text: str, actor: str, addressee: str | None = None, *, n
         for contraction, verb in (("re", "is"), ("ve", "has"), ("ll", "will"), ("d", "would")):
             out = re.sub(rf"\byou'{contraction}\b", f"{addressee} {verb}", out, flags=re.IGNORECASE)
         out = re.sub(r"\byour\b", f"{addressee}'s", out, flags=re.IGNORECASE)
+        out = _agreeing(out, "you", addressee, only_after=_SUBJECT_AFTER)  # "before you go" → "before Ana goes"
         out = re.sub(r"\byou\b", addressee, out, flags=re.IGNORECASE)
         # A closing vocative ("… if you're swamped, Declan") is said once the "you" became the name.
         closing = re.search(rf",?\s+{re.escape(addressee)}[.!?]*$", out)

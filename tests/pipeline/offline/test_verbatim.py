@@ -196,6 +196,9 @@ def test_the_team_and_a_named_person_take_a_verb_in_the_third_person() -> None:
     # a question's verb stays bare, and so does one whose past is spelt the same ("we cut it last week")
     assert "can the team swap" in normal_form("can we swap the rota?", "Dana")
     assert "the team cut the order" in normal_form("we cut the order last week", "Dana")
+    # "you" made the person addressed agrees where it can only be a subject; as an object it is left as it is
+    said = third_person("lock up before you leave, I'll give you the spare key once you have a bag", "Dana", "Ola")
+    assert said == "lock up before Ola leaves, Dana will give Ola the spare key once Ola has a bag"
 
 
 def test_a_compressed_record_keeps_the_article_of_the_team() -> None:
