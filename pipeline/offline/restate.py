@@ -159,7 +159,9 @@ _ADVERBS = "still|also|just|only|really|never|always|usually|actually|now"
 
 
 # Words after which "you" can only be a subject ("before you go", "once you have it"), not an object ("give you").
-_SUBJECT_AFTER = frozenset("before after when whenever if once until unless while because since so and but that".split())
+_SUBJECT_AFTER = frozenset(
+    "before after when whenever if once until unless while because since so and but that".split()
+)
 
 
 def _agreeing(text: str, pronoun: str, subject: str, *, only_after: frozenset[str] | None = None) -> str:
