@@ -224,10 +224,11 @@ def _decisions(w: _Window) -> list[_Record]:
     return records
 
 
-def _decision_texts(w: _Window, record: _Record) -> tuple[list[str], list[str]]:
-    """What a decision record says, restated, and the texts it rests on: one decision, or one per part of its
-    core message when several of its parts each state one (`_stated_parts`: "Agreed: (1) prices up 6% from
-    February. (2) no new hires until the forecast.")."""
+def _decision_texts(w: _Window, record: _Record) -> tuple[list[str], list[str], list[int]]:
+    """What a decision record says, restated, the texts it rests on, and the messages its text borrows words from
+    beyond its own (the question it answers, `_asked`): one decision, or one per part of its core message when
+    several of its parts each state one (`_stated_parts`: "Agreed: (1) prices up 6% from February. (2) no new hires
+    until the forecast.")."""
     ids = ([record.proposal] if record.proposal is not None else []) + record.evidence
     sources = [w.msgs[i].text for i in ids]
     # The message that states it best by the `decision_ev` head, of those that say enough to restate (four content
@@ -244,12 +245,14 @@ def _decision_texts(w: _Window, record: _Record) -> tuple[list[str], list[str]]:
         core_at = record.proposal
     author = w.name(w.msgs[core_at].author_id)
     if len(parts := _stated_parts(w, core_at)) >= 2:
-        return [restate.decision(part, author, sources) for part in parts], sources
+        return [restate.decision(part, author, sources) for part in parts], sources, []
     best, also, after = _core(w, core_at)
+    borrowed = []
     if asked := _asked(w, core_at, best):  # "We're not pulling it." after "Do we pull the build from the store?"
-        best, sources = asked[1], [*sources, w.msgs[asked[0]].text]
+        # The record rests on the question too: forgetting it takes the words it lent with it.
+        best, sources, borrowed = asked[1], [*sources, w.msgs[asked[0]].text], [asked[0]]
     # The decision itself, as knowledge: who decided and when are fields of the record, said by the answer.
-    return [restate.decision(best, author, sources, also=also, after=after)], sources
+    return [restate.decision(best, author, sources, also=also, after=after)], sources, borrowed
 
 
 def _asked(w: _Window, i: int, said: str) -> tuple[int, str] | None:
@@ -1202,12 +1205,13 @@ def extract(
         joining = [i for i in record.evidence if w.pending[i]] if not w.pending[record.anchor] else []
         if not w.pending[record.anchor] and not joining:
             continue
-        summaries, sources = _decision_texts(w, record)
+        summaries, sources, borrowed = _decision_texts(w, record)
         if joining:  # the messages join the decision(s) stored then: one continuation carries them
             summaries = summaries[:1]
         ids = ([record.proposal] if record.proposal is not None else []) + record.evidence
         if joining:
             ids = [record.anchor, *joining]
+        ids = sorted({*ids, *borrowed}) if borrowed else ids
         ids = _uncarried(w, ids, record.anchor, carried)
         msg_ids, tags = _cited(w, ids)
         for summary in filter(None, summaries):

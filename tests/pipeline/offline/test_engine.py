@@ -436,8 +436,8 @@ def test_a_decision_answering_a_question_says_what_its_pronoun_stands_for() -> N
         (CARA, "quick one before the budget call: do we renew the kiln lease for another year?"),
         (ANA, "We're not renewing it. Usage halved since March, so the kiln goes back in June."),
     )
-    decisions = extract(msgs, CTX).decisions
-    assert any("not renewing the kiln lease" in d.summary.casefold() for d in decisions), decisions
+    [decision] = [d for d in extract(msgs, CTX).decisions if "not renewing the kiln lease" in d.summary.casefold()]
+    assert "m1" in decision.source_msg_ids  # it rests on the question whose words it says: forgotten with it
 
 
 def test_a_role_given_by_handle_is_said_of_its_owner() -> None:
