@@ -881,7 +881,7 @@ def _needed_from(part: str, owner: str, *, alone: bool) -> str | None:
     """What a sentence says its author (or team) needs from the owner ("we'll need the floor plans from you", "I need
     the signed form from Ana by Friday" → "the floor plans", "the signed form"); when the sentence is the message's
     only request (`alone`), also without "from" ("I need the signed form for the audit"); else None."""
-    names = "|".join(re.escape(n) for n in {owner, first_name(owner)} if n and n != "Someone")
+    names = _names_pattern(owner)
     who = rf"(?:you|u{'|' + names if names else ''})"
     need = r"\b(?:i|we)(?:'ll| will| would| do| still)?\s+(?:need|want)\s+(?!to\b)"
     match = re.search(rf"{need}(?P<what>.+?)\s+from\s+@?{who}\b", part, re.IGNORECASE)
@@ -911,10 +911,16 @@ def _told(part: str, owner: str) -> str | None:
     return told if told != part and "?" not in told and starts_with_verb(told) else None
 
 
+def _names_pattern(owner: str) -> str:
+    """The owner's full and first name as a regex alternation, longest first ("" for "Someone")."""
+    names = {n for n in (owner, first_name(owner)) if n and n != "Someone"}
+    return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+
+
 def _said_to(parts: list[str], owner: str) -> str | None:
     """The first of `parts` (sentences) that opens or closes on the owner's name ("Ola, keys on the hook", "…, Ola.")
     and says enough (four content words), without the name; else None."""
-    names = "|".join(re.escape(n) for n in sorted({owner, first_name(owner)}, key=len, reverse=True) if n != "Someone")
+    names = _names_pattern(owner)
     if not names:
         return None
     for part in parts:
@@ -958,13 +964,14 @@ def _verb_phrase(text: str) -> str:
 _RESULTS = frozenset("out up ready done back sorted finished over across through".split())
 _WHEN = frozenset("by before today tomorrow tonight asap now first until on this next pls please".split())
 _LINKING_VERBS = frozenset("get got keep stay be become have feel seem".split())
+_POINTING_DETERMINERS = frozenset("the a an this that these those".split())
 
 
 def _as_result(phrase: str) -> str:
     """`phrase` as what the owner is to get done when it says the state wanted rather than the deed ("quote out by
     Friday" → "get quote out by Friday"); else as it is."""
     tokens = phrase.split()
-    k = 1 if tokens and tokens[0].casefold() in {"the", "a", "an", "that", "this", "those", "these"} else 0
+    k = 1 if tokens and tokens[0].casefold() in _POINTING_DETERMINERS else 0
     if len(tokens) < k + 2 or not tokens[k].isalpha() or tokens[k].casefold() in _LINKING_VERBS:
         return phrase
     state = tokens[k + 1].casefold().strip(",;:.!")
@@ -1064,7 +1071,7 @@ def lacks_subject(phrase: str) -> bool:
         first.casefold() in _FINITE
         and bool(after)
         and not after[:1].isupper()
-        and after.casefold() not in _SUBJECTS | {"there", "this", "that", "these", "those", "the", "a", "an"}
+        and after.casefold() not in _SUBJECTS | _POINTING_DETERMINERS | {"there"}
     )
 
 
