@@ -1034,7 +1034,11 @@ def _signals(w: _Window, taken: set[int]) -> list[ExtractedSignal]:
         else:
             continue
         who = w.name(msg.author_id)
-        core = restate.normal_form(msg.text, who)
+        if kind == "blocker":  # the sentence that says what blocks (when it says enough alone), and all of it
+            said = w.scored.likeliest_sentence(kind, i)
+            core = restate.blocker(said if said and len(restate.content_words(said)) >= 4 else msg.text, who)
+        else:
+            core = restate.normal_form(msg.text, who)
         if len(core.split()) < 3:
             continue
         # What was said, restated; who said it is the signal's participants, its kind the signal type.

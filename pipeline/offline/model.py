@@ -165,6 +165,12 @@ class Scored:
             self.sentence_decision = self.engine.sentence_decision(self.msgs, self.vectors)
         return 0.0 if self.sentence_decision is None else float(self.sentence_decision[i])
 
+    def likeliest_sentence(self, head: str, i: int) -> str | None:
+        """Message `i`'s sentence that Tier 1's `head` finds likeliest, read alone (`Engine.sentence_probs`); None
+        for a message of one sentence."""
+        _, texts, probs = self.engine.sentence_probs(self.msgs, self.vectors, head, only=i)
+        return texts[int(np.argmax(probs))] if texts else None
+
     def p(self, head: str, i: int) -> float:
         if head in CATEGORIES:
             return float(self.tier1[i, CATEGORIES.index(head)])
@@ -206,12 +212,23 @@ class Engine:
         """`Scored.sentence_decision`: each sentence of `params["sentence_min_words"]` words or more of a message
         that has two or more, scored by Tier 1's `decision` head as if it were the message (after the same message
         before it, with the message's own vector: no sentence is embedded), all in one matrix."""
-        least = int(self.params.get("sentence_min_words", 0))
         best = np.zeros(len(msgs))
-        if least <= 0:
-            return best
-        groups, vecs, owners = [], [], []
+        owners, _, probs = self.sentence_probs(msgs, vectors, "decision")
+        if owners:
+            np.maximum.at(best, owners, probs)
+        return best
+
+    def sentence_probs(
+        self, msgs: Sequence[features.Msg], vectors: np.ndarray, head: str, only: int | None = None
+    ) -> tuple[list[int], list[str], np.ndarray]:
+        """(message index, sentence, Tier 1 `head` probability) of each sentence of `params["sentence_min_words"]`
+        words or more of every message that has two or more (of message `only`, when given), each read as if it
+        were the message, as `sentence_decision` reads them."""
+        least = int(self.params.get("sentence_min_words", 0))
+        groups, vecs, owners, texts = [], [], [], []
         for i, m in enumerate(msgs):
+            if least <= 0 or (only is not None and i != only):
+                continue
             parts = [s for s in restate.sentences(m.text) if len(s.split()) >= least]
             if len(parts) < 2:
                 continue
@@ -220,10 +237,10 @@ class Engine:
                 groups.append([*msgs[start:i], dataclasses.replace(m, text=part)])
                 vecs.append(vectors[start : i + 1])
                 owners.append(i)
-        if groups:
-            probs = self.tier1.probs(features.last_rows(groups, vecs))[:, CATEGORIES.index("decision")]
-            np.maximum.at(best, owners, probs)
-        return best
+                texts.append(part)
+        if not groups:
+            return [], [], np.zeros(0)
+        return owners, texts, self.tier1.probs(features.last_rows(groups, vecs))[:, CATEGORIES.index(head)]
 
     def arrays(self) -> dict[str, np.ndarray]:
         # Weights in half precision keep the committed file small; inference is in float32.

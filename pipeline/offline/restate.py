@@ -367,6 +367,9 @@ _ASIDE = re.compile(
 _DECISION_ASIDE = re.compile(
     r"\s*(?:\(|\s[-\u2013\u2014]\s|;|\bbecause\b|\bsince\b|\bso that\b|, so\b|, which\b|, as\b)"
 )
+# In a blocker, what follows "but", "because", "since" or ", so" is what blocks ("the addendum is ready, but legal
+# has not signed it"; "on hold because the cert expired"), not an aside.
+_BLOCKER_ASIDE = re.compile(r"\s*(?:\(|\s[-\u2013\u2014]\s|;|\bso that\b|, which\b|, as\b)")
 # In a task, a comma before "we"/"they"/"he"/"she" opens a clause about someone else ("book the van for Friday, they
 # close early on Saturdays"): the owner's task ends there.
 _TASK_ASIDE = re.compile(_ASIDE.pattern[:-1] + r"|,\s+(?i:we|they|he|she)\b(?!\s+(?:to|and|or)\b))")
@@ -622,6 +625,12 @@ def normal_form(
         core = f"the team will {core}"
     core = _main_first(_first_clause(core, aside, run_on=run_on).strip(" ,;:-.?!"))
     return third_person(core, actor, addressee, named=named).strip()
+
+
+def blocker(said: str, actor: str) -> str:
+    """What blocks, restated (`normal_form`): its sentence's contrast, reason and consequence are kept, since the
+    obstacle is usually said there ("… is ready but stuck: over budget, it needs the director's sign-off")."""
+    return normal_form(said, actor, aside=_BLOCKER_ASIDE)
 
 
 _GIST_WORDS = 12

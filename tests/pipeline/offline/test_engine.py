@@ -1399,3 +1399,28 @@ def test_let_me_is_its_authors_promise_and_let_me_know_or_a_refused_permission_i
         assert engine_extract._SELF.search(said) and engine_extract._COMMITS.search(said)
     for said in ("let me know when the glaziers are in", "the council won't let me close the road", "send me the rota"):
         assert not engine_extract._SELF.search(said) and not engine_extract._COMMITS.search(said)
+
+
+def test_a_blocker_record_says_what_blocks() -> None:
+    """A blocker said after news ("… is signed. We can't … until …") rests on its likeliest sentence by Tier 1's
+    `blocker` head (`Scored.likeliest_sentence`), and what follows "but" in it is kept (`restate.blocker`): the
+    record states the obstacle, not the good news before it."""
+    msgs = window(
+        (
+            ANA,
+            "The venue contract for the spring fair is signed. "
+            "We can't print the floor plan until the fire officer approves the exit layout.",
+        ),
+        (BEN, "the new kiln is installed but we can't fire it until the gas engineer certifies the flue"),
+    )
+    result = extract(msgs, CTX, engine=opening(blocker=0.1))
+    said = {s.source_msg_ids[0]: s.summary for s in result.signals if s.signal_type == "blocker"}
+    assert "fire officer" in said["m1"] and "venue contract" not in said["m1"], said
+    assert "gas engineer" in said["m2"], said
+    for summary, source in ((said["m1"], msgs[0].text), (said["m2"], msgs[1].text)):
+        assert kept_share(summary, source) <= MAX_SHARE
+    from pipeline.offline import features
+
+    scored = model.load().score([features.Msg(m.id, m.author_id, m.text, float(k), True) for k, m in enumerate(msgs)])
+    assert scored.likeliest_sentence("blocker", 0) == restate.sentences(msgs[0].text)[1]
+    assert scored.likeliest_sentence("blocker", 1) is None  # one sentence
