@@ -367,8 +367,8 @@ _ASIDE = re.compile(
 _DECISION_ASIDE = re.compile(
     r"\s*(?:\(|\s[-\u2013\u2014]\s|;|\bbecause\b|\bsince\b|\bso that\b|, so\b|, which\b|, as\b)"
 )
-# In a blocker, what follows "but", "because", "since" or ", so" is what blocks ("the addendum is ready, but legal
-# has not signed it"; "on hold because the cert expired"), not an aside.
+# In a blocker, what follows "but", "because", "since" or ", so" is what blocks ("the van is booked, but the driver
+# is off sick"; "on hold because the cert expired"), not an aside.
 _BLOCKER_ASIDE = re.compile(r"\s*(?:\(|\s[-\u2013\u2014]\s|;|\bso that\b|, which\b|, as\b)")
 # In a task, a comma before "we"/"they"/"he"/"she" opens a clause about someone else ("book the van for Friday, they
 # close early on Saturdays"): the owner's task ends there.
