@@ -1036,7 +1036,8 @@ def _signals(w: _Window, taken: set[int]) -> list[ExtractedSignal]:
         who = w.name(msg.author_id)
         if kind == "blocker":  # the sentence that says what blocks (when it says enough alone), and all of it
             said = w.scored.likeliest_sentence(kind, i)
-            core = restate.blocker(said if said and len(restate.content_words(said)) >= 4 else msg.text, who)
+            enough = said and len(restate.content_words(said)) >= 4
+            core = restate.blocker(said, who, msg.text) if enough else restate.blocker(msg.text, who)
         else:
             core = restate.normal_form(msg.text, who)
         if len(core.split()) < 3:

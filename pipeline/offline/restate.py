@@ -627,10 +627,20 @@ def normal_form(
     return third_person(core, actor, addressee, named=named).strip()
 
 
-def blocker(said: str, actor: str) -> str:
+_POINTS_BACK = re.compile(r"\b(?:it|this|that|these|those|they|them)\b", re.IGNORECASE)
+
+
+def blocker(said: str, actor: str, message: str | None = None) -> str:
     """What blocks, restated (`normal_form`): its sentence's contrast, reason and consequence are kept, since the
-    obstacle is usually said there ("… is ready but stuck: over budget, it needs the director's sign-off")."""
-    return normal_form(said, actor, aside=_BLOCKER_ASIDE)
+    obstacle is usually said there ("… is ready but stuck: over budget, it needs the director's sign-off"). When
+    `said` is a later sentence of `message` that points back ("… until it arrives"), the sentence before it is said
+    first, after a semicolon, when the record can keep three words of `said` that way."""
+    core = normal_form(said, actor, aside=_BLOCKER_ASIDE)
+    parts = sentences(clean(message)) if message else []
+    at = parts.index(clean(said)) if clean(said) in parts else 0
+    if at > 0 and _POINTS_BACK.search(said) and (before := normal_form(parts[at - 1], actor, aside=_BLOCKER_ASIDE)):
+        return _joined([before, core], [message], MAX_SHARE) or core
+    return core
 
 
 _GIST_WORDS = 12
@@ -653,10 +663,9 @@ def decision(said: str, author: str, sources: list[str], *, also: str | None = N
     semicolon when the record can keep three words of it at least; else the record restates the earlier of the two."""
     if also:
         first, second = (said, also) if after else (also, said)
-        joined = _decided([_decided_core(first, author, _ASIDE), _decided_core(second, author, _ASIDE)])
-        fitted = fit(joined, sources, JOIN_SHARE)
-        if ";" in fitted and len(fitted.rsplit(";", 1)[1].split()) >= 3:
-            return fitted
+        joined = _joined([_decided_core(first, author, _ASIDE), _decided_core(second, author, _ASIDE)], sources)
+        if joined:
+            return joined
         said = first
     for aside in (_DECISION_ASIDE, _ASIDE):
         text = _decided([_decided_core(said, author, aside)])
@@ -664,6 +673,13 @@ def decision(said: str, author: str, sources: list[str], *, also: str | None = N
         if words(fitted)[-1:] == words(formal(text))[-1:]:
             return fitted
     return fitted
+
+
+def _joined(cores: list[str], sources: list[str], share: float = JOIN_SHARE) -> str | None:
+    """Two restated clauses as one record (`_decided`), fitted to `sources` at `share`; None when the record cannot
+    keep three words of the second."""
+    fitted = fit(_decided(cores), sources, share)
+    return fitted if ";" in fitted and len(fitted.rsplit(";", 1)[1].split()) >= 3 else None
 
 
 def _decided_core(said: str, author: str, aside: re.Pattern[str]) -> str:

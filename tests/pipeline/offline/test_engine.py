@@ -1404,7 +1404,8 @@ def test_let_me_is_its_authors_promise_and_let_me_know_or_a_refused_permission_i
 def test_a_blocker_record_says_what_blocks() -> None:
     """A blocker said after news ("… is signed. We can't … until …") rests on its likeliest sentence by Tier 1's
     `blocker` head (`Scored.likeliest_sentence`), and what follows "but" in it is kept (`restate.blocker`): the
-    record states the obstacle, not the good news before it."""
+    record states the obstacle, not the good news before it; a sentence that points back is said after the one
+    before it."""
     msgs = window(
         (
             ANA,
@@ -1412,12 +1413,15 @@ def test_a_blocker_record_says_what_blocks() -> None:
             "We can't print the floor plan until the fire officer approves the exit layout.",
         ),
         (BEN, "the new kiln is installed but we can't fire it until the gas engineer certifies the flue"),
+        (CARA, "The replacement hinge for the yard gate still hasn't come. We can't rehang the gate until it does."),
     )
     result = extract(msgs, CTX, engine=opening(blocker=0.1))
     said = {s.source_msg_ids[0]: s.summary for s in result.signals if s.signal_type == "blocker"}
     assert "fire officer" in said["m1"] and "venue contract" not in said["m1"], said
     assert "gas engineer" in said["m2"], said
-    for summary, source in ((said["m1"], msgs[0].text), (said["m2"], msgs[1].text)):
+    # A sentence that points back ("until it is") is said after the one it points to.
+    assert "hinge" in said["m3"] and "rehang" in said["m3"], said
+    for summary, source in zip(said.values(), (m.text for m in msgs), strict=True):
         assert kept_share(summary, source) <= MAX_SHARE
     from pipeline.offline import features
 
