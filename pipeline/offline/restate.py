@@ -632,7 +632,7 @@ _POINTS_BACK = re.compile(r"\b(?:it|this|that|these|those|they|them)\b", re.IGNO
 
 def blocker(said: str, actor: str, message: str | None = None) -> str:
     """What blocks, restated (`normal_form`): its sentence's contrast, reason and consequence are kept, since the
-    obstacle is usually said there ("… is ready but stuck: over budget, it needs the director's sign-off"). When
+    obstacle is usually said there ("the scans are done but the team cannot send them: the portal is down"). When
     `said` is a later sentence of `message` that points back ("… until it arrives"), the sentence before it is said
     first, after a semicolon, when the record can keep three words of `said` that way."""
     core = normal_form(said, actor, aside=_BLOCKER_ASIDE)
