@@ -139,8 +139,9 @@ class _Speaker:
         """The task of an action written "Owner to do X" as "do X"; None when it is not in that form."""
         owner = (record.detail.get("owner_name") or "").split()
         m = re.match(r"([A-Z][\w'-]*)(?:\s+[A-Z][\w'-]*)?\s+(?:is\s+)?(?:to|will)\s+", record.text.strip())
-        # The opening name must be the owner's (a first name, a short form of it, or the full name).
-        if not owner or not m or m.group(1)[:3].lower() != owner[0][:3].lower():
+        # The opening name must be the owner's: any part of the full name (where the given name comes last, as in
+        # Vietnamese or Hungarian, a person is called by it), a short form of it, or the full name.
+        if not owner or not m or m.group(1)[:3].lower() not in {part[:3].lower() for part in owner}:
             return None
         return _clause(record.text.strip()[m.end() :])
 

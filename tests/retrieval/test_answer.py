@@ -138,6 +138,15 @@ def test_a_done_action_says_when_it_was_done():
     assert "it was done on the 11th of March" in text
 
 
+def test_a_task_names_its_owner_once_whichever_part_of_the_name_they_go_by():
+    """A person called by the last part of their name (a given name said last) is still the task's owner: the
+    answer says "<full name> is to …", not "<full name> has it in hand: <name> to …"."""
+    called = rec("action", 9, "Thu to reprint the shelf labels", status="open", owner_name="Pham Minh Thu")
+    text = answer("Who is reprinting the shelf labels?", [called])
+    assert first_sentence(text).startswith("Pham Minh Thu is to reprint the shelf labels"), text
+    assert "has it in hand" not in text
+
+
 def test_a_task_glossed_in_parentheses_takes_its_reference_inside_them():
     glossed = rec(
         "action", 7, "Nadia to sign off (the archive needs two more shelving units)", status="open",
