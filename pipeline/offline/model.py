@@ -226,8 +226,8 @@ class Engine:
         were the message, as `sentence_decision` reads them."""
         least = int(self.params.get("sentence_min_words", 0))
         groups, vecs, owners, texts = [], [], [], []
-        for i, m in enumerate(msgs):
-            if least <= 0 or (only is not None and i != only):
+        for i, m in enumerate(msgs if least > 0 else ()):
+            if only is not None and i != only:
                 continue
             parts = [s for s in restate.sentences(m.text) if len(s.split()) >= least]
             if len(parts) < 2:

@@ -636,8 +636,8 @@ def blocker(said: str, actor: str, message: str | None = None) -> str:
     `said` is a later sentence of `message` that points back ("… until it arrives"), the sentence before it is said
     first, after a semicolon, when the record can keep three words of `said` that way."""
     core = normal_form(said, actor, aside=_BLOCKER_ASIDE)
-    parts = sentences(clean(message)) if message else []
-    at = parts.index(clean(said)) if clean(said) in parts else 0
+    parts, cleaned = (sentences(clean(message)) if message else []), clean(said)
+    at = parts.index(cleaned) if cleaned in parts else 0
     if at > 0 and _POINTS_BACK.search(said) and (before := normal_form(parts[at - 1], actor, aside=_BLOCKER_ASIDE)):
         return _joined([before, core], [message], MAX_SHARE) or core
     return core
