@@ -610,7 +610,7 @@ def normal_form(
     if decision:
         core = _as_agreed(core)
     framed = _FRAME.match(core)
-    unframed = _FRAME.sub("", core)
+    unframed = clean(_FRAME.sub("", core)) if framed else core  # "I'd say yes, …": the frame's own lead goes too
     core = _without_lead(_without_label(unframed))
     # "let's start with one supplier" is what the team will do, not an order (a label after the frame, "let's do
     # it: …", and a choice `as_chosen` words, "go with …", aside).
@@ -682,7 +682,14 @@ def _joined(cores: list[str], sources: list[str], share: float = JOIN_SHARE) -> 
     return fitted if ";" in fitted and len(fitted.rsplit(";", 1)[1].split()) >= 3 else None
 
 
+# The members a message opens by addressing ("@tomas @ines I'd say yes, …"): whom it was said to, not what was decided.
+_ADDRESSED = re.compile(r"^\s*(?:@[\w.\-]+[\s,:]*)+(?=\S)")
+
+
 def _decided_core(said: str, author: str, aside: re.Pattern[str]) -> str:
+    unaddressed = _ADDRESSED.sub("", said)
+    if len(unaddressed.split()) >= 3 and not re.search(r"\byou(?:r|rs|rself)?\b", unaddressed, re.IGNORECASE):
+        said = unaddressed  # "you" would need the member it was said to
     core = normal_form(said, author, decision=True, aside=aside)
     if "?" in said:
         core = as_decided(core)
@@ -714,8 +721,10 @@ def as_decided(clause: str) -> str:
 _CHOSEN = re.compile(r"^go with\s+(?=\w)", re.IGNORECASE)
 # An order's object opens on a determiner or a pronoun ("keep the audit trail", "move it"): a first word that is
 # also a noun ("ship date moves…", "spare keys", "line 4 runs…") is no order then.
+# The determiner is in lower case, as one is inside a sentence: a capital letter there is a name's ("Team A does
+# the Saturday", "Plan B holds").
 _ORDERED = re.compile(
-    r"^(\w+)\s+(?=(?:the|a|an|it|them|this|that|these|those|all|both|every|each|our|its|their)\b)", re.IGNORECASE
+    r"^(\w+)\s+(?=(?-i:the|a|an|it|them|this|that|these|those|all|both|every|each|our|its|their)\b)", re.IGNORECASE
 )
 
 # First words that open no order: auxiliaries, modals ("May the pilot start…") and conjunctions.
@@ -731,9 +740,23 @@ def as_chosen(clause: str) -> str:
     year"."""
     if _CHOSEN.match(clause):
         return _CHOSEN.sub("the team goes with ", clause, count=1)
-    if (order := _ORDERED.match(clause)) and starts_with_verb(clause) and order.group(1).casefold() not in _NOT_ORDERS:
+    if (
+        (order := _ORDERED.match(clause))
+        and starts_with_verb(clause)
+        and order.group(1).casefold() not in _NOT_ORDERS
+        and not _compares(order.group(1), clause)
+    ):
         return f"the team will {clause[0].lower()}{clause[1:]}"
     return clause
+
+
+def _compares(first: str, clause: str) -> bool:
+    """Does `clause` open on a comparative that "than" completes ("Better a short report than a late one")? Such a
+    word is an adjective's form, not the verb it is also spelt as."""
+    word = first.casefold()
+    lemmas = getAllLemmas(word)
+    comparative = any(lemma != word for lemma in lemmas.get("ADJ", ()) + lemmas.get("ADV", ()))
+    return comparative and re.search(r"\bthan\b", clause, re.IGNORECASE) is not None
 
 
 # Function words a label may hold besides `_STOP` ("Now that it's in:", "While I'm here:").
@@ -1222,6 +1245,12 @@ def _cut_to_fit(tokens: list[str], fits: Callable[[list[str]], bool]) -> list[st
     return []
 
 
+def _in_name(tokens: list[str], i: int) -> bool:
+    """Is `tokens[i]`, written with a capital inside a sentence, part of a name ("Team A", "The Hague") rather
+    than a word a headline may drop?"""
+    return i > 0 and tokens[i][:1].isupper() and not tokens[i - 1].endswith((".", "!", "?", ":", ";"))
+
+
 def _compress(
     tokens: list[str], fits: Callable[[list[str]], bool], classes: tuple[frozenset[str], ...] = _COMPRESSIBLE
 ) -> list[str]:
@@ -1239,6 +1268,7 @@ def _compress(
                 and i + 1 < len(tokens)
                 and _droppable_before(core, tokens[i + 1])
                 and not (core in _BE | _HAVE and subject in _PRONOUN_SUBJECTS)  # "it is" never "it"
+                and not _in_name(tokens, i)
             ):
                 tail = tokens[i][len(core) :]
                 del tokens[i]

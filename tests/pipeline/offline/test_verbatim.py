@@ -602,3 +602,25 @@ def test_a_cut_does_not_part_a_modifier_from_its_noun() -> None:
     said = "Tomas to check with security on loading dock badge renewals"
     fitted = _fitted(said)
     assert not fitted.endswith(("loading.", "dock.")), fitted  # not "… on loading." once its noun was cut
+
+
+def test_a_decision_that_opens_on_a_name_or_a_comparison_is_no_order_to_the_team() -> None:
+    from pipeline.offline.restate import decision
+
+    # "Crew B" is a name, its capital letter no article: the crew takes the shift, the team is told nothing.
+    said = "Signed off. Crew B takes the Sunday shift at the depot, double time for three"
+    assert decision(said, "Wren", [said]).startswith("Crew B takes")
+    # "Better a rough draft than a polished late one" compares; "Clear the backlog" orders.
+    said = "Better a rough draft than a polished late one, honestly"
+    assert not decision(said, "Wren", [said]).startswith("The team will")
+    said = "Clear the backlog before the audit week starts"
+    assert decision(said, "Wren", [said]).startswith("The team will clear")
+
+
+def test_a_decision_said_to_a_member_by_handle_does_not_name_them_as_its_subject() -> None:
+    from pipeline.offline.restate import decision
+
+    said = "@ravi I'd say yes, bank holidays count as two shifts on the rota"
+    assert decision(said, "Wren", [said]) == "Bank holidays count as two shifts on the rota."
+    said = "@ravi you own the supplier calls from Monday"  # "you" needs whom it was said to: the handle stays
+    assert decision(said, "Wren", [said]).startswith("Ravi")
