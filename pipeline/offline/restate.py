@@ -588,8 +588,8 @@ def _as_agreed(clause: str) -> str:
     negation = re.match(r"(?:not|never)\s+", clause[match.end() :], re.IGNORECASE)
     first, _, rest = clause[match.end() + (negation.end() if negation else 0) :].partition(" ")
     lemmas = getAllLemmas(first.casefold()).get("VERB", ())
-    if not lemmas or lemmas[0] in {"be", "have"}:
-        return clause
+    if not lemmas or lemmas[0] in {"be", "have"} or first.casefold().strip(".,;:!?") in _FINITE:
+        return clause  # "I think we should.": a modal whose verb was left unsaid is no verb of the team's
     return f"the team will {negation.group(0) if negation else ''}{lemmas[0]} {rest}".strip()
 
 
@@ -663,10 +663,14 @@ def decision(said: str, author: str, sources: list[str], *, also: str | None = N
     semicolon when the record can keep three words of it at least; else the record restates the earlier of the two."""
     if also:
         first, second = (said, also) if after else (also, said)
-        joined = _joined([_decided_core(first, author, _ASIDE), _decided_core(second, author, _ASIDE)], sources)
-        if joined:
-            return joined
-        said = first
+        cores = [_decided_core(first, author, _ASIDE), _decided_core(second, author, _ASIDE)]
+        if not _says_something(cores[0]) and _says_something(cores[1]):
+            said = second  # "I think we should. A full translation online, …": the second says what
+        else:
+            joined = _joined(cores, sources)
+            if joined:
+                return joined
+            said = first
     for aside in (_DECISION_ASIDE, _ASIDE):
         text = _decided([_decided_core(said, author, aside)])
         fitted = fit(text, sources)
@@ -694,6 +698,12 @@ def _decided_core(said: str, author: str, aside: re.Pattern[str]) -> str:
     if "?" in said:
         core = as_decided(core)
     return as_chosen(core) if core else ""
+
+
+def _says_something(core: str) -> bool:
+    """Does a restated clause hold a word besides function words and the team's name ("the team should", an
+    answer whose verb was left unsaid, holds none)?"""
+    return any(w not in _STOP and w not in _FINITE and w not in _TEAM for w in re.findall(r"[\w']+", core.casefold()))
 
 
 def _decided(cores: list[str]) -> str:
@@ -1194,6 +1204,8 @@ def _droppable_before(word: str, following: str) -> bool:
         return nxt not in _NOT_AFTER_AUX and _is_form(nxt, ("VBN",))
     if word in _BE:
         return nxt.isalpha() and nxt not in _NOT_AFTER_AUX
+    if word == "that" and nxt in {"today", "tonight", "tomorrow"}:
+        return False  # "about that today": before a day it is the object, not a conjunction
     return True
 
 

@@ -624,3 +624,19 @@ def test_a_decision_said_to_a_member_by_handle_does_not_name_them_as_its_subject
     assert decision(said, "Wren", [said]) == "Bank holidays count as two shifts on the rota."
     said = "@ravi you own the supplier calls from Monday"  # "you" needs whom it was said to: the handle stays
     assert decision(said, "Wren", [said]).startswith("Ravi")
+
+
+def test_an_answer_whose_verb_was_left_unsaid_gives_way_to_the_sentence_that_says_what() -> None:
+    from pipeline.offline.restate import decision
+
+    said, also = "Yes, I think we could.", "A second shuttle from the station, with the timetable on the invite."
+    message = f"{said} {also}"
+    restated = decision(said, "Wren", [message], also=also, after=True)
+    assert restated.startswith(("Second shuttle from", "A second shuttle from"))
+    assert "could" not in restated and "will" not in restated
+
+
+def test_compression_keeps_that_before_a_day_where_it_is_the_object() -> None:
+    said = "I'll send a note to everyone about that tomorrow."
+    fitted = fit("Ines to send a note to everyone about that tomorrow", [said])
+    assert "about tomorrow" not in fitted and not fitted.endswith("about.")
