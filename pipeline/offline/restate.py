@@ -1023,12 +1023,18 @@ _RESULTS = frozenset("out up ready done back sorted finished over across through
 _WHEN = frozenset("by before today tomorrow tonight asap now first until on this next pls please".split())
 _LINKING_VERBS = frozenset("get got keep stay be become have feel seem".split())
 _POINTING_DETERMINERS = frozenset("the a an this that these those".split())
+# Adverbs of place that say where someone is ("back at the depot", "out on site", "in from Monday"), and the words
+# after them that show it is a place or a time, not an object ("back the plan" is a verb).
+_WHEREABOUTS = frozenset("back out off away home in over here there".split())
+_PLACE_OR_TIME = frozenset("at in on from with to by for until till before after today tomorrow tonight".split())
 
 
 def _as_result(phrase: str) -> str:
     """`phrase` as what the owner is to get done when it says the state wanted rather than the deed ("quote out by
     Friday" → "get quote out by Friday"); else as it is."""
     tokens = phrase.split()
+    if len(tokens) >= 2 and tokens[0].casefold() in _WHEREABOUTS and tokens[1].casefold() in _PLACE_OR_TIME:
+        return f"be {phrase}"  # "back at the depot by noon": where the owner is to be, not a verb "to back"
     k = 1 if tokens and tokens[0].casefold() in _POINTING_DETERMINERS else 0
     if len(tokens) < k + 2 or not tokens[k].isalpha() or tokens[k].casefold() in _LINKING_VERBS:
         return phrase

@@ -640,3 +640,10 @@ def test_compression_keeps_that_before_a_day_where_it_is_the_object() -> None:
     said = "I'll send a note to everyone about that tomorrow."
     fitted = fit("Ines to send a note to everyone about that tomorrow", [said])
     assert "about tomorrow" not in fitted and not fitted.endswith("about.")
+
+
+def test_a_task_said_as_where_its_owner_will_be_is_to_be_there() -> None:
+    assert task("ok. Ola back at the depot by noon for the count", "Marta", "Ola Berg") == (
+        "be back at the depot by noon for the count"
+    )
+    assert task("Ola, back the shelf against the wall", "Marta", "Ola Berg") == "back the shelf against the wall"
