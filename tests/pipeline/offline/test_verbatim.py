@@ -647,3 +647,9 @@ def test_a_task_said_as_where_its_owner_will_be_is_to_be_there() -> None:
         "be back at the depot by noon for the count"
     )
     assert task("Ola, back the shelf against the wall", "Marta", "Ola Berg") == "back the shelf against the wall"
+
+
+def test_compression_keeps_that_where_it_is_the_subject_of_its_clause() -> None:
+    said = "We will not ship to an address that is not verified by the courier."
+    fitted = fit("The team will not ship to an address that is not verified by the courier", [said])
+    assert "that is not verified" in fitted
