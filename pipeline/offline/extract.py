@@ -408,11 +408,14 @@ def _commits_apart(w: _Window, i: int) -> bool:
 
 
 def _segments(text: str, people: list[Member]) -> list[tuple[Member, str]]:
-    """Split "@a do X, @b do Y" into one task per mentioned member (by @handle position)."""
+    """Split "@a do X, @b do Y" into one task per mentioned member (by @handle position), or "Ana, do X. Ben, do Y."
+    into one per member called by name at a sentence's start."""
     marks: list[tuple[int, int, Member]] = []
     for person in people:
         handle = person.handle or ""
         match = re.search(rf"@{re.escape(handle)}\b", text, re.IGNORECASE) if handle else None
+        if match is None and (called := restate.first_name(person.name or "")):
+            match = re.search(rf"(?:^|(?<=[.!?;]\s)){re.escape(called)}\s*[,:]\s*", text)
         if match:
             marks.append((match.start(), match.end(), person))
     marks.sort(key=lambda m: m[0])

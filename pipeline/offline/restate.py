@@ -388,6 +388,8 @@ _ANYONE_LEAD = re.compile(
 # A request put as the team's ("@tess can we keep the late hours going?"): said to a member, it is their task.
 _WE_ASKED = re.compile(r"^(?:can|could) we\s+", re.IGNORECASE)
 _ASK_FOR = re.compile(r"^.*?\b(?:can|could|may) i (?:please )?(?:have|get|grab)\s+(?:a copy of\s+)?", re.IGNORECASE)
+# A thing asked to be sent, said without the verb: "names to me by Thursday", "the signed copy to us before noon".
+_TO_ME = re.compile(r"^(?P<what>(?:[\w'-]+\s+){0,5}?[\w'-]+)\s+to\s+(?P<whom>me|us)\b(?P<rest>.*)$", re.IGNORECASE)
 # An offer the owner makes ("want me to draft it?", "shall I take the Monday slot?"): what follows is their task.
 _OFFER_LEAD = re.compile(
     r"^.*?\b(?:(?:do|would) you (?:want|like) me to|want me to|shall i|should i|happy to|i could)\s+", re.IGNORECASE
@@ -911,6 +913,10 @@ def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str
             return _verb_phrase(third_person(_first_clause(part[match.end() :], _TASK_ASIDE), actor, owner))
         if owner != actor and (match := _WE_ASKED.match(part)):
             return _verb_phrase(third_person(_first_clause(part[match.end() :], _TASK_ASIDE), actor, owner))
+        if owner != actor and (sent := _TO_ME.match(part)) and not starts_with_verb(sent.group("what")):
+            what, rest = sent.group("what"), _first_clause(sent.group("rest"), _TASK_ASIDE)
+            whom = "the team" if sent.group("whom").casefold() == "us" else actor
+            return _verb_phrase(f"send {whom} {third_person(what, actor, owner)}{rest}")  # "names to me by Friday"
         if owner != actor and (wanted := _needed_from(part, owner, alone=not _asks_later(parts[k + 1 :], owner))):
             return _verb_phrase(f"send {actor} " + third_person(wanted, actor, owner))  # "I need the form from you"
         if k and owner != actor and (told := _told(part, owner)):  # "… Then switch. Ana, cancel the order."

@@ -280,6 +280,19 @@ def test_tasks_a_list_gives_members_by_name_are_theirs_one_each() -> None:
     assert by_owner[CARA.user_id].description.startswith("Cara to book the first aid course"), by_owner
 
 
+def test_tasks_said_to_two_members_by_name_in_turn_are_one_each() -> None:
+    # "Ben, …. Cara, …": each member called at a sentence's start gets the part said to them; a thing asked to be
+    # sent "to me" is sent to the author.
+    text = "Signed off, the stall goes ahead. Ben, book the van for Saturday. Cara, the float receipts to me by Friday."
+    msgs = window((ANA, text), (BEN, "ok"))
+    actions = extract(msgs, CTX, engine=opening(action_scale=0.5)).actions
+    by_owner = {a.owner_id: a for a in actions if "m1" in a.source_msg_ids}
+    assert set(by_owner) == {BEN.user_id, CARA.user_id}, actions
+    assert by_owner[BEN.user_id].description.startswith("Ben to book the van"), by_owner
+    assert by_owner[CARA.user_id].description.startswith("Cara to send Ana"), by_owner
+    assert "float receipts" in by_owner[CARA.user_id].description
+
+
 def test_a_decision_said_in_two_sentences_stays_one_record_and_splitting_is_off_by_default() -> None:
     prose = (
         "Right, settled: the loading bay opens at six from next Monday. Overtime stays capped at ten hours a "
