@@ -1218,7 +1218,7 @@ def _droppable_before(word: str, following: str) -> bool:
         return nxt.isalpha() and nxt not in _NOT_AFTER_AUX
     if word == "that" and nxt in {"today", "tonight", "tomorrow"}:
         return False  # "about that today": before a day it is the object, not a conjunction
-    if word == "that" and (nxt in _FINITE or nxt in {"does", "has", "had"}):
+    if word == "that" and nxt in _FINITE:
         return False  # "a name that does not match": the subject of its clause
     return True
 
