@@ -388,7 +388,7 @@ _ANYONE_LEAD = re.compile(
 # A request put as the team's ("@tess can we keep the late hours going?"): said to a member, it is their task.
 _WE_ASKED = re.compile(r"^(?:can|could) we\s+", re.IGNORECASE)
 _ASK_FOR = re.compile(r"^.*?\b(?:can|could|may) i (?:please )?(?:have|get|grab)\s+(?:a copy of\s+)?", re.IGNORECASE)
-# A thing asked to be sent, said without the verb: "names to me by Thursday", "the signed copy to us before noon".
+# A thing asked to be sent, said without the verb: "the receipts to me by Friday", "the signed copy to us by noon".
 _TO_ME = re.compile(r"^(?P<what>(?:[\w'-]+\s+){0,5}?[\w'-]+)\s+to\s+(?P<whom>me|us)\b(?P<rest>.*)$", re.IGNORECASE)
 # An offer the owner makes ("want me to draft it?", "shall I take the Monday slot?"): what follows is their task.
 _OFFER_LEAD = re.compile(
@@ -591,7 +591,7 @@ def _as_agreed(clause: str) -> str:
     first, _, rest = clause[match.end() + (negation.end() if negation else 0) :].partition(" ")
     lemmas = getAllLemmas(first.casefold()).get("VERB", ())
     if not lemmas or lemmas[0] in {"be", "have"} or first.casefold().strip(".,;:!?") in _FINITE:
-        return clause  # "I think we should.": a modal whose verb was left unsaid is no verb of the team's
+        return clause  # "I think we could.": a modal whose verb was left unsaid is no verb of the team's
     return f"the team will {negation.group(0) if negation else ''}{lemmas[0]} {rest}".strip()
 
 
@@ -667,7 +667,7 @@ def decision(said: str, author: str, sources: list[str], *, also: str | None = N
         first, second = (said, also) if after else (also, said)
         cores = [_decided_core(first, author, _ASIDE), _decided_core(second, author, _ASIDE)]
         if not _says_something(cores[0]) and _says_something(cores[1]):
-            said = second  # "I think we should. A full translation online, …": the second says what
+            said = second  # "I think we could. A second shuttle from the station": the second says what
         else:
             joined = _joined(cores, sources)
             if joined:
@@ -703,7 +703,7 @@ def _decided_core(said: str, author: str, aside: re.Pattern[str]) -> str:
 
 
 def _says_something(core: str) -> bool:
-    """Does a restated clause hold a word besides function words and the team's name ("the team should", an
+    """Does a restated clause hold a word besides function words and the team's name ("the team could", an
     answer whose verb was left unsaid, holds none)?"""
     return any(w not in _STOP and w not in _FINITE and w not in _TEAM for w in re.findall(r"[\w']+", core.casefold()))
 
@@ -733,8 +733,8 @@ def as_decided(clause: str) -> str:
 _CHOSEN = re.compile(r"^go with\s+(?=\w)", re.IGNORECASE)
 # An order's object opens on a determiner or a pronoun ("keep the audit trail", "move it"): a first word that is
 # also a noun ("ship date moves…", "spare keys", "line 4 runs…") is no order then.
-# The determiner is in lower case, as one is inside a sentence: a capital letter there is a name's ("Team A does
-# the Saturday", "Plan B holds").
+# The determiner is in lower case, as one is inside a sentence: a capital letter there is a name's ("Crew B takes
+# the Sunday", "Plan B holds").
 _ORDERED = re.compile(
     r"^(\w+)\s+(?=(?-i:the|a|an|it|them|this|that|these|those|all|both|every|each|our|its|their)\b)", re.IGNORECASE
 )
@@ -916,7 +916,7 @@ def task(text: str, actor: str, owner: str, addressee: str | None = None) -> str
         if owner != actor and (sent := _TO_ME.match(part)) and not starts_with_verb(sent.group("what")):
             what, rest = sent.group("what"), _first_clause(sent.group("rest"), _TASK_ASIDE)
             whom = "the team" if sent.group("whom").casefold() == "us" else actor
-            return _verb_phrase(f"send {whom} {third_person(what, actor, owner)}{rest}")  # "names to me by Friday"
+            return _verb_phrase(f"send {whom} {third_person(what, actor, owner)}{rest}")  # "the receipts to me by …"
         if owner != actor and (wanted := _needed_from(part, owner, alone=not _asks_later(parts[k + 1 :], owner))):
             return _verb_phrase(f"send {actor} " + third_person(wanted, actor, owner))  # "I need the form from you"
         if k and owner != actor and (told := _told(part, owner)):  # "… Then switch. Ana, cancel the order."
@@ -1219,7 +1219,7 @@ def _droppable_before(word: str, following: str) -> bool:
     if word == "that" and nxt in {"today", "tonight", "tomorrow"}:
         return False  # "about that today": before a day it is the object, not a conjunction
     if word == "that" and nxt in _FINITE:
-        return False  # "a name that does not match": the subject of its clause
+        return False  # "an address that is not verified": the subject of its clause
     return True
 
 
@@ -1272,7 +1272,7 @@ def _cut_to_fit(tokens: list[str], fits: Callable[[list[str]], bool]) -> list[st
 
 
 def _in_name(tokens: list[str], i: int) -> bool:
-    """Is `tokens[i]`, written with a capital inside a sentence, part of a name ("Team A", "The Hague") rather
+    """Is `tokens[i]`, written with a capital inside a sentence, part of a name ("Crew B", "The Hague") rather
     than a word a headline may drop?"""
     return i > 0 and tokens[i][:1].isupper() and not tokens[i - 1].endswith((".", "!", "?", ":", ";"))
 
