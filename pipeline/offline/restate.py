@@ -1216,10 +1216,10 @@ def _droppable_before(word: str, following: str) -> bool:
         return nxt not in _NOT_AFTER_AUX and _is_form(nxt, ("VBN",))
     if word in _BE:
         return nxt.isalpha() and nxt not in _NOT_AFTER_AUX
-    if word == "that" and nxt in {"today", "tonight", "tomorrow"}:
-        return False  # "about that today": before a day it is the object, not a conjunction
-    if word == "that" and nxt in _FINITE:
-        return False  # "an address that is not verified": the subject of its clause
+    if word == "that":
+        # A conjunction goes; the subject of a clause ("an address that is not verified") and the object before a
+        # day ("about that today") stay.
+        return nxt not in _FINITE and nxt not in {"today", "tonight", "tomorrow"}
     return True
 
 
